@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# pcinet, out of tree.  `make` builds the module against Debian's 6.12
+# headers (found by scripts/setup.sh); `make KDIR=<headers tree>` builds
+# against any other kernel.  See README.md for check, demo and bench.
+
+TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+-include $(TOP)/build/env.mk
+
+KDIR ?= $(error no kernel headers: run scripts/setup.sh or pass KDIR=)
+SRC := $(TOP)/drivers/net/pcinet
+KBUILD_ARGS := -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
+
+.PHONY: all module fabric unit setup check demo bench style sparse w1 gates clean
+
+all: module fabric
+
+setup:
+	$(TOP)/scripts/setup.sh
+
+module:
+	$(MAKE) $(KBUILD_ARGS) modules
+
+fabric:
+	$(MAKE) -C $(TOP)/tools/pcinet-fabric
+
+unit:
+	$(MAKE) -C $(TOP)/tools/testing/pcinet check
+
+# The gates: W=1 and sparse against every supported kernel, checkpatch.
+w1:
+	$(MAKE) -C $(KDIR) M=$(SRC) CONFIG_PCINET=m W=1 modules
+	$(if $(KDIR_61),$(MAKE) -C $(KDIR_61) M=$(SRC) CONFIG_PCINET=m W=1 modules)
+
+sparse:
+	$(MAKE) $(KBUILD_ARGS) C=2 W=1 modules
+
+style:
+	$(TOP)/scripts/checkpatch.sh
+
+gates: w1 sparse style
+
+check:
+	$(TOP)/scripts/check.sh $(TESTS)
+
+demo:
+	$(TOP)/scripts/demo.sh
+
+bench:
+	$(TOP)/scripts/bench.sh
+
+clean:
+	-$(MAKE) $(KBUILD_ARGS) clean
+	-$(MAKE) -C $(TOP)/tools/pcinet-fabric clean
+	-$(MAKE) -C $(TOP)/tools/testing/pcinet clean

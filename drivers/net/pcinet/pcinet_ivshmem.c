@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pcinet backend for QEMU's ivshmem-doorbell device (PCI 1af4:1110).
+ *
+ * BAR0 holds the registers (IVPosition: our peer ID, which is our side of
+ * the window; Doorbell: write peer << 16 | vector to interrupt the peer),
+ * BAR1 the MSI-X table, BAR2 the shared memory, which is plain RAM on the
+ * host and so mapped write-back.  The backend knows nothing of packets:
+ * it maps the window, rings doorbells and forwards interrupts.
+ *
+ * Only windows carrying a pcinet header are claimed; other users of
+ * ivshmem in the same machine are left alone.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/interrupt.h>
+#include <linux/io.h>
+#include <linux/module.h>
+#include <linux/pci.h>
+
+#include "pcinet_link.h"
+
+#define IVSHMEM_VENDOR		0x1af4
+#define IVSHMEM_DEVICE		0x1110
+
+#define IVSHMEM_REG_BAR		0
+#define IVSHMEM_MEM_BAR		2
+
+#define IVSHMEM_INTR_MASK	0x00
+#define IVSHMEM_INTR_STATUS	0x04
+#define IVSHMEM_IV_POSITION	0x08
+#define IVSHMEM_DOORBELL	0x0c
+
+/**
+ * struct pcinet_ivshmem - one ivshmem device driven by pcinet
+ * @pdev: the device
+ * @regs: BAR0
+ * @win: BAR2, mapped write-back
+ * @peer: the peer's ID, for the doorbell register
+ * @nr_vectors: MSI-X vectors in use
+ * @link: the link on top
+ * @vec: per-vector interrupt context
+ * @irq_name: names shown in /proc/interrupts
+ */
+struct pcinet_ivshmem {
+	struct pci_dev *pdev;
+	void __iomem *regs;
+	void *win;
+	u32 peer;
+	unsigned int nr_vectors;
+	struct pcinet_link *link;
+	struct pcinet_ivshmem_vec {
+		struct pcinet_ivshmem *iv;
+		unsigned int vector;
+	} vec[PCINET_NR_VEC];
+	char irq_name[PCINET_NR_VEC][32];
+};
+
+static void pcinet_ivshmem_notify(void *bdata, unsigned int vector)
+{
+	struct pcinet_ivshmem *iv = bdata;
+
+	writel(iv->peer << 16 | vector, iv->regs + IVSHMEM_DOORBELL);
+}
+
+static const struct pcinet_backend_ops pcinet_ivshmem_ops = {
+	.notify = pcinet_ivshmem_notify,
+};
+
+static irqreturn_t pcinet_ivshmem_irq(int irq, void *data)
+{
+	struct pcinet_ivshmem_vec *vec = data;
+
+	pcinet_link_doorbell(vec->iv->link, vec->vector);
+	return IRQ_HANDLED;
+}
+
+static void pcinet_ivshmem_free_irqs(struct pcinet_ivshmem *iv,
+				     unsigned int n)
+{
+	while (n--)
+		free_irq(pci_irq_vector(iv->pdev, n), &iv->vec[n]);
+}
+
+static int pcinet_ivshmem_request_irqs(struct pcinet_ivshmem *iv)
+{
+	unsigned int v;
+	int err;
+
+	for (v = 0; v < iv->nr_vectors; v++) {
+		snprintf(iv->irq_name[v], sizeof(iv->irq_name[v]), "pcinet-%s-%u",
+			 pci_name(iv->pdev), v);
+		iv->vec[v].iv = iv;
+		iv->vec[v].vector = v;
+		err = request_irq(pci_irq_vector(iv->pdev, v),
+				  pcinet_ivshmem_irq, 0, iv->irq_name[v],
+				  &iv->vec[v]);
+		if (err) {
+			pcinet_ivshmem_free_irqs(iv, v);
+			return err;
+		}
+	}
+	return 0;
+}
+
+static int pcinet_ivshmem_probe(struct pci_dev *pdev,
+				const struct pci_device_id *id)
+{
+	struct pcinet_link_cfg cfg = {};
+	struct pcinet_ivshmem *iv;
+	resource_size_t start, len;
+	u32 pos;
+	int err;
+
+	iv = devm_kzalloc(&pdev->dev, sizeof(*iv), GFP_KERNEL);
+	if (!iv)
+		return -ENOMEM;
+	iv->pdev = pdev;
+
+	/* Managed: BARs, mappings and MSI-X vectors are released on detach. */
+	err = pcim_enable_device(pdev);
+	if (err)
+		return err;
+	pci_set_master(pdev);
+	start = pci_resource_start(pdev, IVSHMEM_MEM_BAR);
+	len = pci_resource_len(pdev, IVSHMEM_MEM_BAR);
+	if (!start || len < PCINET_HDR_SIZE)
+		return -ENODEV;
+	iv->win = devm_memremap(&pdev->dev, start, len, MEMREMAP_WB);
+	if (IS_ERR(iv->win))
+		return PTR_ERR(iv->win);
+	if (!pcinet_window_is_pcinet(iv->win, len)) {
+		dev_info(&pdev->dev, "no pcinet header: not ours, leaving it\n");
+		return -ENODEV;
+	}
+
+	iv->regs = pcim_iomap(pdev, IVSHMEM_REG_BAR, 0);
+	if (!iv->regs)
+		return -ENOMEM;
+	pos = readl(iv->regs + IVSHMEM_IV_POSITION);
+	if (pos > 1) {
+		dev_err(&pdev->dev, "peer ID %u: a pcinet window has sides 0 and 1\n",
+			pos);
+		return -ENODEV;
+	}
+	iv->peer = !pos;
+
+	err = pci_alloc_irq_vectors(pdev, 1, PCINET_NR_VEC, PCI_IRQ_MSIX);
+	if (err < 0) {
+		dev_err(&pdev->dev, "no MSI-X vectors: %d\n", err);
+		return err;
+	}
+	iv->nr_vectors = err;
+
+	cfg.dev = &pdev->dev;
+	cfg.win = iv->win;
+	cfg.size = len;
+	cfg.side = pos;
+	cfg.nr_vectors = iv->nr_vectors;
+	cfg.ops = &pcinet_ivshmem_ops;
+	cfg.bdata = iv;
+	iv->link = pcinet_link_create(&cfg);
+	if (IS_ERR(iv->link))
+		return PTR_ERR(iv->link);
+	err = pcinet_ivshmem_request_irqs(iv);
+	if (err)
+		goto abort_with_link;
+	pci_set_drvdata(pdev, iv);
+	pcinet_link_start(iv->link);
+	dev_info(&pdev->dev, "pcinet side %u, %llu KiB window, %u vectors\n",
+		 pos, (unsigned long long)len >> 10, iv->nr_vectors);
+	return 0;
+
+abort_with_link:
+	pcinet_link_destroy(iv->link);
+	return err;
+}
+
+static void pcinet_ivshmem_remove(struct pci_dev *pdev)
+{
+	struct pcinet_ivshmem *iv = pci_get_drvdata(pdev);
+
+	pcinet_ivshmem_free_irqs(iv, iv->nr_vectors);
+	pcinet_link_destroy(iv->link);
+}
+
+static const struct pci_device_id pcinet_ivshmem_ids[] = {
+	{ PCI_DEVICE(IVSHMEM_VENDOR, IVSHMEM_DEVICE) },
+	{ }
+};
+MODULE_DEVICE_TABLE(pci, pcinet_ivshmem_ids);
+
+static struct pci_driver pcinet_ivshmem_driver = {
+	.name = KBUILD_MODNAME,
+	.id_table = pcinet_ivshmem_ids,
+	.probe = pcinet_ivshmem_probe,
+	.remove = pcinet_ivshmem_remove,
+};
+module_pci_driver(pcinet_ivshmem_driver);
+
+MODULE_DESCRIPTION("pcinet: Ethernet and serial links over PCI shared memory");
+MODULE_AUTHOR("The pcinet developers");
+MODULE_LICENSE("GPL");

@@ -1,0 +1,565 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pcinet link: bringing a shared window up between two machines.
+ *
+ * Each side publishes, in the peer's control inbox, a generation (@gen,
+ * nonzero while it runs, new after every reset of its own), the peer
+ * generation it has synchronised with (@peer_gen), a heartbeat and the
+ * channels it has open.  The rings are usable when both agree:
+ *
+ *	our peer_gen == their gen  &&  their peer_gen == our gen
+ *
+ * Every way into that state goes through a reset of our ring indices:
+ *  - adopting a new peer generation (the peer started, restarted or
+ *    reset): stop the front-ends, zero our indices, then publish
+ *    peer_gen = their gen;
+ *  - resetting ourselves (peer silent for peer_timeout_ms, the platform
+ *    says the peer detached, or the peer broke the protocol): stop the
+ *    front-ends, zero our indices, then publish a new gen.  A peer that
+ *    was merely frozen sees the new gen when it thaws and resyncs.
+ * A peer that stops cleanly publishes gen 0: we go down and wait.
+ *
+ * Ordering: the index resets are plain stores followed by a
+ * store-release of peer_gen or gen (L1); the peer's load-acquire of those
+ * (L2, in its pcinet_link_work()) pairs with it, so a peer that sees
+ * itself synchronised also sees our zeroed indices.
+ *
+ * All state changes run in one work item under @lock; a timer keeps the
+ * heartbeat going and schedules the work when something looks different.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/idr.h>
+#include <linux/jiffies.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/random.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/timer.h>
+#include <linux/workqueue.h>
+
+#include "pcinet_link.h"
+
+static unsigned int peer_timeout_ms = 700;
+module_param(peer_timeout_ms, uint, 0644);
+MODULE_PARM_DESC(peer_timeout_ms,
+		 "Declare a silent peer gone after this many ms (default 700)");
+
+#define PCINET_HB_PERIOD	(HZ / 10)
+
+/* Numbers links for their interface and tty names; nothing else global. */
+static DEFINE_IDA(pcinet_link_ida);
+
+struct pcinet_chan_slot {
+	const struct pcinet_chan_ops *ops;
+	void *priv;
+	struct pcinet_tx tx;
+	struct pcinet_rx rx;
+};
+
+/**
+ * struct pcinet_link - one link, over one window
+ * @dev: the backend's device
+ * @ops: backend operations
+ * @bdata: backend data for @ops
+ * @index: link number: pcinet<index>, ttyPCI<index>
+ * @side: our side of the window
+ * @peer: the other side
+ * @nr_vectors: doorbell vectors usable in both directions
+ * @hdr: the window header (platform-written)
+ * @in: our control inbox (the peer writes it)
+ * @out: the peer's control inbox (we write it)
+ * @chan: per-channel rings and front-end
+ * @net: the net front-end
+ * @work: runs the state machine
+ * @timer: heartbeat
+ * @lock: serialises the state machine, attach and detach
+ * @gen: our generation; written under @lock
+ * @synced_gen: the peer generation our indices were reset for
+ * @up: both sides synchronised, front-ends started; written under @lock
+ * @stopping: no more state changes; written under @lock
+ * @open_lock: serialises publishing @open_mask (taken under RTNL)
+ * @open_mask: channels we publish as open
+ * @peer_open: the peer's chan_open as last acted upon
+ * @hb: our heartbeat counter; timer only
+ * @peer_hb: the peer's heartbeat as last seen; timer only
+ * @peer_hb_time: jiffies when @peer_hb last changed
+ * @peer_epoch: the platform's attach epoch of the peer as last seen
+ * @fault: set by a front-end that saw a protocol error
+ */
+struct pcinet_link {
+	struct device *dev;
+	const struct pcinet_backend_ops *ops;
+	void *bdata;
+	int index;
+	unsigned int side;
+	unsigned int peer;
+	unsigned int nr_vectors;
+	const struct pcinet_win_hdr *hdr;
+	const struct pcinet_ctrl *in;
+	struct pcinet_ctrl *out;
+	struct pcinet_chan_slot chan[PCINET_NR_CHAN];
+	struct pcinet_net *net;
+
+	struct work_struct work;
+	struct timer_list timer;
+	struct mutex lock; /* the state machine */
+	u32 gen;
+	u32 synced_gen;
+	bool up;
+	bool stopping;
+	spinlock_t open_lock; /* publishing open_mask */
+	u32 open_mask;
+	u32 peer_open;
+
+	u32 hb;
+	u32 peer_hb;
+	unsigned long peer_hb_time;
+	u32 peer_epoch;
+	atomic_t fault;
+};
+
+static const char * const pcinet_chan_name[PCINET_NR_CHAN] = {
+	[PCINET_CHAN_NET] = "net",
+	[PCINET_CHAN_TTY] = "tty",
+};
+
+static u32 pcinet_in(const __le32 *p)
+{
+	return le32_to_cpu(READ_ONCE(*p));
+}
+
+static u32 pcinet_peer_epoch(const struct pcinet_link *link)
+{
+	return pcinet_in(&link->hdr->attach_epoch[link->peer]);
+}
+
+static void pcinet_notify(struct pcinet_link *link, unsigned int vector)
+{
+	if (vector >= link->nr_vectors)
+		vector = 0;
+	link->ops->notify(link->bdata, vector);
+}
+
+/* Stop the front-ends; the rings may be reset afterwards. */
+static void pcinet_link_down(struct pcinet_link *link, const char *why)
+{
+	int c;
+
+	lockdep_assert_held(&link->lock);
+	if (!link->up)
+		return;
+	WRITE_ONCE(link->up, false);
+	link->peer_open = 0;
+	for (c = 0; c < PCINET_NR_CHAN; c++)
+		if (link->chan[c].ops)
+			link->chan[c].ops->stop(link->chan[c].priv);
+	dev_info_ratelimited(link->dev, "link %d down: %s\n", link->index, why);
+}
+
+static void pcinet_link_reset_rings(struct pcinet_link *link)
+{
+	int c;
+
+	for (c = 0; c < PCINET_NR_CHAN; c++) {
+		pcinet_tx_reset(&link->chan[c].tx);
+		pcinet_rx_reset(&link->chan[c].rx);
+	}
+}
+
+/* Reset ourselves: new generation, nothing synchronised. */
+static void pcinet_link_reset(struct pcinet_link *link, const char *why)
+{
+	pcinet_link_down(link, why);
+	pcinet_link_reset_rings(link);
+	link->gen = link->gen + 1 ? link->gen + 1 : 1;
+	link->synced_gen = 0;
+	WRITE_ONCE(link->out->peer_gen, cpu_to_le32(0));
+	/* L1: pairs with L2 in the peer's pcinet_link_work() */
+	pcinet_store_release(&link->out->gen, cpu_to_le32(link->gen));
+	pcinet_notify(link, PCINET_VEC_LINK);
+}
+
+static bool pcinet_peer_silent(const struct pcinet_link *link)
+{
+	unsigned long last = READ_ONCE(link->peer_hb_time);
+
+	return time_after(jiffies, last + msecs_to_jiffies(peer_timeout_ms));
+}
+
+static void pcinet_link_work(struct work_struct *work)
+{
+	struct pcinet_link *link = container_of(work, struct pcinet_link, work);
+	u32 gen, their_peer_gen, epoch, open, changed;
+	bool synced;
+	int c;
+
+	mutex_lock(&link->lock);
+	if (link->stopping)
+		goto out;
+
+	epoch = pcinet_peer_epoch(link);
+	if (epoch != link->peer_epoch) {
+		link->peer_epoch = epoch;
+		if (link->synced_gen)
+			pcinet_link_reset(link, "peer detached");
+	}
+	if (atomic_xchg(&link->fault, 0))
+		pcinet_link_reset(link, "protocol error");
+	if (link->up && pcinet_peer_silent(link))
+		pcinet_link_reset(link, "peer stopped responding");
+
+	/* L2: pairs with L1 in the peer's pcinet_link_reset() and below */
+	gen = le32_to_cpu(pcinet_load_acquire(&link->in->gen));
+	if (!gen || pcinet_in(&link->in->magic) != PCINET_CTRL_MAGIC) {
+		pcinet_link_down(link, "peer stopped");
+		goto out;
+	}
+	if (gen != link->synced_gen) {
+		pcinet_link_down(link, "peer restarted");
+		pcinet_link_reset_rings(link);
+		link->synced_gen = gen;
+		WRITE_ONCE(link->peer_hb_time, jiffies);
+		/* L1: pairs with L2 in the peer's pcinet_link_work() */
+		pcinet_store_release(&link->out->peer_gen, cpu_to_le32(gen));
+		pcinet_notify(link, PCINET_VEC_LINK);
+	}
+	/* L2: pairs with L1 in the peer */
+	their_peer_gen = le32_to_cpu(pcinet_load_acquire(&link->in->peer_gen));
+	synced = their_peer_gen == link->gen;
+
+	if (synced && !link->up) {
+		WRITE_ONCE(link->peer_hb_time, jiffies);
+		WRITE_ONCE(link->up, true);
+		dev_info(link->dev, "link %d up (side %u)\n", link->index,
+			 link->side);
+		for (c = 0; c < PCINET_NR_CHAN; c++)
+			if (link->chan[c].ops)
+				link->chan[c].ops->start(link->chan[c].priv);
+	} else if (!synced) {
+		pcinet_link_down(link, "peer resynchronising");
+		goto out;
+	}
+
+	open = pcinet_in(&link->in->chan_open);
+	changed = open ^ link->peer_open;
+	link->peer_open = open;
+	for (c = 0; c < PCINET_NR_CHAN; c++)
+		if ((changed & BIT(c)) && link->chan[c].ops)
+			link->chan[c].ops->peer_changed(link->chan[c].priv);
+out:
+	mutex_unlock(&link->lock);
+}
+
+static void pcinet_link_timer(struct timer_list *t)
+{
+	struct pcinet_link *link = from_timer(link, t, timer);
+	bool look;
+	u32 hb;
+
+	link->hb++;
+	WRITE_ONCE(link->out->heartbeat, cpu_to_le32(link->hb));
+
+	hb = pcinet_in(&link->in->heartbeat);
+	if (hb != link->peer_hb) {
+		link->peer_hb = hb;
+		WRITE_ONCE(link->peer_hb_time, jiffies);
+	}
+
+	/* Racy peeks at worker state: the worker decides under its lock. */
+	look = !READ_ONCE(link->up) ||
+	       pcinet_peer_silent(link) ||
+	       pcinet_peer_epoch(link) != READ_ONCE(link->peer_epoch) ||
+	       pcinet_in(&link->in->gen) != READ_ONCE(link->synced_gen) ||
+	       pcinet_in(&link->in->chan_open) != READ_ONCE(link->peer_open);
+	if (look)
+		schedule_work(&link->work);
+	if (!READ_ONCE(link->stopping))
+		mod_timer(&link->timer, jiffies + PCINET_HB_PERIOD);
+}
+
+/**
+ * pcinet_window_is_pcinet - does a window carry a valid pcinet header?
+ * @win: the mapped window
+ * @size: its size
+ *
+ * Lets a backend leave alone devices that are not meant for pcinet.
+ */
+bool pcinet_window_is_pcinet(const void *win, u64 size)
+{
+	struct pcinet_layout lay;
+
+	return pcinet_layout_parse(win, size, &lay) == 0;
+}
+EXPORT_SYMBOL_GPL(pcinet_window_is_pcinet);
+
+/**
+ * pcinet_link_create - set up a link over a mapped window
+ * @cfg: the window and the backend
+ *
+ * Validates the window, claims our side of it and creates the
+ * front-ends.  Nothing is published to the peer until pcinet_link_start().
+ *
+ * Return: the link, or an ERR_PTR().
+ */
+struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
+{
+	struct pcinet_layout lay;
+	struct pcinet_link *link;
+	u8 *win = cfg->win;
+	int c, err;
+
+	if (cfg->side > 1)
+		return ERR_PTR(-EINVAL);
+	if (pcinet_layout_parse(win, cfg->size, &lay)) {
+		dev_err(cfg->dev, "window header invalid\n");
+		return ERR_PTR(-EINVAL);
+	}
+
+	link = kzalloc(sizeof(*link), GFP_KERNEL);
+	if (!link)
+		return ERR_PTR(-ENOMEM);
+	link->dev = cfg->dev;
+	link->ops = cfg->ops;
+	link->bdata = cfg->bdata;
+	link->side = cfg->side;
+	link->peer = !cfg->side;
+	link->nr_vectors = min(cfg->nr_vectors, lay.nr_vectors);
+	link->hdr = cfg->win;
+	link->in = (const struct pcinet_ctrl *)(win + lay.ctrl_off[link->side]);
+	link->out = (struct pcinet_ctrl *)(win + lay.ctrl_off[link->peer]);
+	mutex_init(&link->lock);
+	spin_lock_init(&link->open_lock);
+	INIT_WORK(&link->work, pcinet_link_work);
+	timer_setup(&link->timer, pcinet_link_timer, 0);
+	atomic_set(&link->fault, 0);
+
+	for (c = 0; c < PCINET_NR_CHAN; c++) {
+		struct pcinet_ring_loc *rl = &lay.ring[link->side][c];
+		struct pcinet_ring_loc *tl = &lay.ring[link->peer][c];
+
+		pcinet_rx_init(&link->chan[c].rx, win + rl->off, rl->size,
+			       &link->out->chan[c], &link->in->chan[c]);
+		pcinet_tx_init(&link->chan[c].tx, win + tl->off, tl->size,
+			       &link->out->chan[c], &link->in->chan[c]);
+	}
+
+	/* Our part of the window starts clean: no stale kernel data. */
+	memset(link->out, 0, sizeof(*link->out));
+	link->gen = get_random_u32() | 1;
+	link->peer_epoch = pcinet_peer_epoch(link);
+
+	err = ida_alloc(&pcinet_link_ida, GFP_KERNEL);
+	if (err < 0)
+		goto abort_with_link;
+	link->index = err;
+
+	link->net = pcinet_net_create(link);
+	if (IS_ERR(link->net)) {
+		err = PTR_ERR(link->net);
+		goto abort_with_index;
+	}
+	return link;
+
+abort_with_index:
+	ida_free(&pcinet_link_ida, link->index);
+abort_with_link:
+	kfree(link);
+	return ERR_PTR(err);
+}
+EXPORT_SYMBOL_GPL(pcinet_link_create);
+
+/**
+ * pcinet_link_start - publish ourselves to the peer and run
+ * @link: the link
+ *
+ * Call once the backend delivers doorbells.
+ */
+void pcinet_link_start(struct pcinet_link *link)
+{
+	WRITE_ONCE(link->out->magic, cpu_to_le32(PCINET_CTRL_MAGIC));
+	/* L1: our zeroed block is visible before our generation */
+	pcinet_store_release(&link->out->gen, cpu_to_le32(link->gen));
+	pcinet_notify(link, PCINET_VEC_LINK);
+	mod_timer(&link->timer, jiffies + PCINET_HB_PERIOD);
+	schedule_work(&link->work);
+}
+EXPORT_SYMBOL_GPL(pcinet_link_start);
+
+/**
+ * pcinet_link_destroy - tell the peer we go, stop and free everything
+ * @link: the link
+ *
+ * The backend must no longer call pcinet_link_doorbell().
+ */
+void pcinet_link_destroy(struct pcinet_link *link)
+{
+	mutex_lock(&link->lock);
+	WRITE_ONCE(link->stopping, true);
+	mutex_unlock(&link->lock);
+	del_timer_sync(&link->timer);
+	cancel_work_sync(&link->work);
+
+	mutex_lock(&link->lock);
+	pcinet_link_down(link, "driver stopping");
+	mutex_unlock(&link->lock);
+	WRITE_ONCE(link->out->chan_open, cpu_to_le32(0));
+	pcinet_store_release(&link->out->gen, cpu_to_le32(0));
+	pcinet_notify(link, PCINET_VEC_LINK);
+
+	pcinet_net_destroy(link->net);
+	ida_free(&pcinet_link_ida, link->index);
+	kfree(link);
+}
+EXPORT_SYMBOL_GPL(pcinet_link_destroy);
+
+/**
+ * pcinet_link_doorbell - the peer rang one of our doorbells
+ * @link: the link
+ * @vector: which one
+ *
+ * Called by the backend in hard interrupt context.
+ */
+void pcinet_link_doorbell(struct pcinet_link *link, unsigned int vector)
+{
+	struct pcinet_chan_slot *s;
+	int c;
+
+	if (vector == PCINET_VEC_LINK || link->nr_vectors < PCINET_NR_VEC)
+		schedule_work(&link->work);
+	for (c = 0; c < PCINET_NR_CHAN; c++) {
+		s = &link->chan[c];
+		if (vector != PCINET_VEC_NET + c &&
+		    link->nr_vectors >= PCINET_NR_VEC)
+			continue;
+		if (READ_ONCE(link->up) && s->ops)
+			s->ops->kick(s->priv);
+	}
+}
+EXPORT_SYMBOL_GPL(pcinet_link_doorbell);
+
+/**
+ * pcinet_link_attach - connect a front-end to a channel
+ * @link: the link
+ * @chan: the channel
+ * @ops: its callbacks
+ * @priv: passed back to @ops
+ *
+ * If the link is already up, @ops->start is called before this returns.
+ */
+void pcinet_link_attach(struct pcinet_link *link, enum pcinet_chan chan,
+			const struct pcinet_chan_ops *ops, void *priv)
+{
+	mutex_lock(&link->lock);
+	link->chan[chan].priv = priv;
+	link->chan[chan].ops = ops;
+	if (link->up)
+		ops->start(priv);
+	mutex_unlock(&link->lock);
+}
+
+/**
+ * pcinet_link_detach - disconnect a front-end; it is stopped first
+ * @link: the link
+ * @chan: the channel
+ */
+void pcinet_link_detach(struct pcinet_link *link, enum pcinet_chan chan)
+{
+	struct pcinet_chan_slot *s = &link->chan[chan];
+
+	mutex_lock(&link->lock);
+	if (link->up && s->ops)
+		s->ops->stop(s->priv);
+	s->ops = NULL;
+	s->priv = NULL;
+	mutex_unlock(&link->lock);
+}
+
+int pcinet_link_index(const struct pcinet_link *link)
+{
+	return link->index;
+}
+
+struct device *pcinet_link_dev(const struct pcinet_link *link)
+{
+	return link->dev;
+}
+
+struct pcinet_tx *pcinet_link_tx(struct pcinet_link *link,
+				 enum pcinet_chan chan)
+{
+	return &link->chan[chan].tx;
+}
+
+struct pcinet_rx *pcinet_link_rx(struct pcinet_link *link,
+				 enum pcinet_chan chan)
+{
+	return &link->chan[chan].rx;
+}
+
+/**
+ * pcinet_link_kick - ring the peer's doorbell for @chan
+ * @link: the link
+ * @chan: the channel
+ */
+void pcinet_link_kick(struct pcinet_link *link, enum pcinet_chan chan)
+{
+	pcinet_notify(link, PCINET_VEC_NET + chan);
+}
+
+/**
+ * pcinet_link_fault - a front-end found the peer's data impossible
+ * @link: the link
+ * @chan: where
+ * @what: what was wrong
+ *
+ * The link is reset from process context; the front-end must stop using
+ * the ring until it is started again.
+ */
+void pcinet_link_fault(struct pcinet_link *link, enum pcinet_chan chan,
+		       const char *what)
+{
+	dev_warn_ratelimited(link->dev, "link %d %s: bad peer data: %s\n",
+			     link->index, pcinet_chan_name[chan], what);
+	atomic_set(&link->fault, 1);
+	schedule_work(&link->work);
+}
+
+/**
+ * pcinet_link_set_open - publish whether we have @chan open
+ * @link: the link
+ * @chan: the channel
+ * @open: open or closed
+ */
+void pcinet_link_set_open(struct pcinet_link *link, enum pcinet_chan chan,
+			  bool open)
+{
+	spin_lock(&link->open_lock);
+	if (open)
+		link->open_mask |= BIT(chan);
+	else
+		link->open_mask &= ~BIT(chan);
+	WRITE_ONCE(link->out->chan_open, cpu_to_le32(link->open_mask));
+	spin_unlock(&link->open_lock);
+	pcinet_notify(link, PCINET_VEC_LINK);
+}
+
+bool pcinet_link_is_up(const struct pcinet_link *link)
+{
+	return READ_ONCE(link->up);
+}
+
+/**
+ * pcinet_link_peer_open - does the peer have @chan open?
+ * @link: the link
+ * @chan: the channel
+ *
+ * Return: false while the link is down.
+ */
+bool pcinet_link_peer_open(const struct pcinet_link *link,
+			   enum pcinet_chan chan)
+{
+	return READ_ONCE(link->up) &&
+	       (pcinet_in(&link->in->chan_open) & BIT(chan));
+}

@@ -1,0 +1,664 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pcinet net front-end: an Ethernet interface on a pcinet link.
+ *
+ * Each packet is one record on the link's net ring: a struct pcinet_rec
+ * carrying the length and a virtio_net_hdr (checksum and GSO metadata),
+ * then the frame.  The sender copies the skb into the ring, the receiver
+ * copies the record into a right-sized skb: one copy on each side, no
+ * checksum, TSO packets of up to 64 KiB cross unsegmented.
+ *
+ * The front-end never touches hardware: it sees rings, kicks and link
+ * state through pcinet_link_*().
+ *
+ * Locking: the datapath is started and stopped under RTNL (ndo_open,
+ * ndo_stop, and the link's start/stop callbacks, which take RTNL); the tx
+ * ring view is owned by whoever holds the tx queue lock (xmit, and NAPI
+ * while it reaps completions); the rx ring view belongs to NAPI.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/etherdevice.h>
+#include <linux/ethtool.h>
+#include <linux/netdevice.h>
+#include <linux/rtnetlink.h>
+#include <linux/skbuff.h>
+#include <linux/u64_stats_sync.h>
+#include <linux/virtio_net.h>
+
+#include "pcinet_link.h"
+
+#define PCINET_NAPI_WEIGHT	64
+/* Stop the queue while a largest record might not fit, wake with room. */
+#define PCINET_TX_STOP		(2 * pcinet_rec_size(PCINET_NET_MAX_LEN))
+#define PCINET_TX_WAKE		(4 * pcinet_rec_size(PCINET_NET_MAX_LEN))
+/* Receives up to this size get a linear skb; larger ones page frags. */
+#define PCINET_RX_LINEAR	2048
+#define PCINET_RX_HEAD		256
+
+static_assert(sizeof(struct pcinet_vnet_hdr) == sizeof(struct virtio_net_hdr));
+
+struct pcinet_tx_stats {
+	struct u64_stats_sync syncp;
+	u64_stats_t packets;
+	u64_stats_t bytes;
+	u64_stats_t doorbells;
+	u64_stats_t stops;
+	u64_stats_t wakes;
+	u64_stats_t dropped;
+};
+
+struct pcinet_rx_stats {
+	struct u64_stats_sync syncp;
+	u64_stats_t packets;
+	u64_stats_t bytes;
+	u64_stats_t polls;
+	u64_stats_t space_doorbells;
+	u64_stats_t dropped;
+	u64_stats_t length_errors;
+};
+
+struct pcinet_irq_stats {
+	struct u64_stats_sync syncp;
+	u64_stats_t interrupts;
+};
+
+/**
+ * struct pcinet_net - the net front-end of one link
+ * @dev: the interface
+ * @link: the link underneath
+ * @tx: ring we send on; under the tx queue lock
+ * @rx: ring we receive from; NAPI only
+ * @napi: receive and tx completion
+ * @started: datapath running; written under RTNL and the tx lock
+ * @kick_base: producer index at the last kick decision; tx lock
+ * @tx_done: consumer index up to which BQL was told; tx lock
+ * @rx_published: consumer index last published to the peer; NAPI
+ * @tx_stats: written under the tx lock
+ * @rx_stats: written by NAPI
+ * @irq_stats: written by the doorbell handler
+ */
+struct pcinet_net {
+	struct net_device *dev;
+	struct pcinet_link *link;
+	struct pcinet_tx *tx;
+	struct pcinet_rx *rx;
+	struct napi_struct napi;
+	bool started;
+	u32 kick_base;
+	u32 tx_done;
+	u32 rx_published;
+	struct pcinet_tx_stats tx_stats;
+	struct pcinet_rx_stats rx_stats;
+	struct pcinet_irq_stats irq_stats;
+};
+
+/* ----- datapath: transmit ----- */
+
+static void pcinet_tx_drop(struct pcinet_net *np, struct sk_buff *skb)
+{
+	u64_stats_update_begin(&np->tx_stats.syncp);
+	u64_stats_inc(&np->tx_stats.dropped);
+	u64_stats_update_end(&np->tx_stats.syncp);
+	dev_kfree_skb_any(skb);
+}
+
+static void pcinet_tx_kick(struct pcinet_net *np)
+{
+	if (pcinet_tx_need_kick(np->tx, np->kick_base)) {
+		pcinet_link_kick(np->link, PCINET_CHAN_NET);
+		u64_stats_update_begin(&np->tx_stats.syncp);
+		u64_stats_inc(&np->tx_stats.doorbells);
+		u64_stats_update_end(&np->tx_stats.syncp);
+	}
+	np->kick_base = np->tx->prod;
+}
+
+static netdev_tx_t pcinet_xmit(struct sk_buff *skb, struct net_device *dev)
+{
+	struct netdev_queue *txq = netdev_get_tx_queue(dev, 0);
+	struct pcinet_net *np = netdev_priv(dev);
+	struct pcinet_tx *tx = np->tx;
+	struct virtio_net_hdr vh;
+	struct pcinet_span sp;
+	struct pcinet_rec rec;
+	u32 len = skb->len;
+	u32 need;
+	int free;
+
+	if (unlikely(!np->started || len > PCINET_NET_MAX_LEN ||
+		     virtio_net_hdr_from_skb(skb, &vh, true, false, 0))) {
+		pcinet_tx_drop(np, skb);
+		return NETDEV_TX_OK;
+	}
+	/* Like a cable, the link does not corrupt: checked data stays so. */
+	if (skb->ip_summed == CHECKSUM_NONE)
+		vh.flags |= VIRTIO_NET_HDR_F_DATA_VALID;
+
+	need = pcinet_rec_size(len);
+	free = pcinet_tx_free(tx);
+	if (unlikely(free < 0)) {
+		pcinet_link_fault(np->link, PCINET_CHAN_NET, "tx consumer index");
+		pcinet_tx_drop(np, skb);
+		return NETDEV_TX_OK;
+	}
+	if (unlikely((u32)free < need)) {
+		/* Unexpected: the queue stops while a record may not fit. */
+		netif_tx_stop_queue(txq);
+		pcinet_tx_wait_space(tx);
+		napi_schedule(&np->napi);
+		pcinet_tx_drop(np, skb);
+		return NETDEV_TX_OK;
+	}
+
+	rec.len = cpu_to_le32(len);
+	memcpy(&rec.vnet, &vh, sizeof(rec.vnet));
+	rec.pad[0] = 0;
+	rec.pad[1] = 0;
+	pcinet_tx_write(tx, 0, &rec, sizeof(rec));
+	pcinet_tx_span(tx, sizeof(rec), len, &sp);
+	if (skb_copy_bits(skb, 0, sp.p[0], sp.len[0]) ||
+	    (sp.len[1] && skb_copy_bits(skb, sp.len[0], sp.p[1], sp.len[1]))) {
+		pcinet_tx_drop(np, skb);
+		return NETDEV_TX_OK;
+	}
+
+	/* BQL counts ring bytes; account before the peer can consume them. */
+	netdev_tx_sent_queue(txq, need);
+	pcinet_tx_commit(tx, need);
+
+	u64_stats_update_begin(&np->tx_stats.syncp);
+	u64_stats_inc(&np->tx_stats.packets);
+	u64_stats_add(&np->tx_stats.bytes, len);
+	u64_stats_update_end(&np->tx_stats.syncp);
+	dev_consume_skb_any(skb);
+
+	if ((u32)free - need < PCINET_TX_STOP) {
+		netif_tx_stop_queue(txq);
+		u64_stats_update_begin(&np->tx_stats.syncp);
+		u64_stats_inc(&np->tx_stats.stops);
+		u64_stats_update_end(&np->tx_stats.syncp);
+	}
+	if (netif_xmit_stopped(txq)) {
+		/*
+		 * Stopped by us or by BQL: ask the peer for a doorbell when it
+		 * consumes; NAPI then reaps and wakes.  If it consumed before
+		 * the request became visible, reap now instead of waiting.
+		 */
+		free = pcinet_tx_wait_space(tx);
+		if (free < 0 || tx->cons != np->tx_done)
+			napi_schedule(&np->napi);
+	}
+	if (!netdev_xmit_more() || netif_xmit_stopped(txq))
+		pcinet_tx_kick(np);
+	return NETDEV_TX_OK;
+}
+
+/* Reap what the peer consumed: BQL completion and queue wake.  NAPI. */
+static void pcinet_tx_reap(struct pcinet_net *np)
+{
+	struct netdev_queue *txq = netdev_get_tx_queue(np->dev, 0);
+	struct pcinet_tx *tx = np->tx;
+	u32 done;
+	int free;
+
+	__netif_tx_lock(txq, smp_processor_id());
+	free = pcinet_tx_free(tx);
+	if (unlikely(free < 0)) {
+		__netif_tx_unlock(txq);
+		pcinet_link_fault(np->link, PCINET_CHAN_NET, "tx consumer index");
+		return;
+	}
+	done = tx->cons - np->tx_done;
+	np->tx_done = tx->cons;
+	if (done)
+		netdev_tx_completed_queue(txq, 0, done);
+	if (netif_tx_queue_stopped(txq) && free >= PCINET_TX_WAKE) {
+		netif_tx_wake_queue(txq);
+		u64_stats_update_begin(&np->tx_stats.syncp);
+		u64_stats_inc(&np->tx_stats.wakes);
+		u64_stats_update_end(&np->tx_stats.syncp);
+	}
+	if (!netif_xmit_stopped(txq))
+		pcinet_tx_space_ok(tx);
+	__netif_tx_unlock(txq);
+}
+
+/* ----- datapath: receive ----- */
+
+static struct sk_buff *pcinet_rx_alloc(struct pcinet_net *np, u32 len)
+{
+	struct sk_buff *skb;
+	u32 head;
+	int err;
+
+	if (len <= PCINET_RX_LINEAR) {
+		skb = napi_alloc_skb(&np->napi, len);
+		if (skb)
+			skb_put(skb, len);
+		return skb;
+	}
+	head = PCINET_RX_HEAD;
+	skb = alloc_skb_with_frags(head + NET_IP_ALIGN, len - head,
+				   PAGE_ALLOC_COSTLY_ORDER, &err,
+				   GFP_ATOMIC | __GFP_NOWARN);
+	if (!skb)
+		return NULL;
+	skb_reserve(skb, NET_IP_ALIGN);
+	skb_put(skb, head);
+	skb->data_len = len - head;
+	skb->len += len - head;
+	return skb;
+}
+
+static void pcinet_rx_one(struct pcinet_net *np, const struct pcinet_rec *rec)
+{
+	struct pcinet_rx *rx = np->rx;
+	struct virtio_net_hdr vh;
+	struct pcinet_span sp;
+	struct sk_buff *skb;
+	u32 len = le32_to_cpu(rec->len);
+
+	if (unlikely(len < ETH_HLEN)) {
+		u64_stats_update_begin(&np->rx_stats.syncp);
+		u64_stats_inc(&np->rx_stats.length_errors);
+		u64_stats_update_end(&np->rx_stats.syncp);
+		return;
+	}
+	skb = pcinet_rx_alloc(np, len);
+	if (unlikely(!skb))
+		goto drop;
+	/* The one copy: out of the window, before anything parses it. */
+	pcinet_rx_span(rx, sizeof(*rec), len, &sp);
+	skb_store_bits(skb, 0, sp.p[0], sp.len[0]);
+	if (sp.len[1])
+		skb_store_bits(skb, sp.len[0], sp.p[1], sp.len[1]);
+
+	memcpy(&vh, &rec->vnet, sizeof(vh));
+	if (unlikely(virtio_net_hdr_to_skb(skb, &vh, true))) {
+		net_warn_ratelimited("%s: dropped packet with bad offload metadata\n",
+				     np->dev->name);
+		dev_kfree_skb_any(skb);
+		goto drop;
+	}
+	if ((vh.flags & VIRTIO_NET_HDR_F_DATA_VALID) &&
+	    (np->dev->features & NETIF_F_RXCSUM))
+		skb->ip_summed = CHECKSUM_UNNECESSARY;
+	skb->protocol = eth_type_trans(skb, np->dev);
+
+	u64_stats_update_begin(&np->rx_stats.syncp);
+	u64_stats_inc(&np->rx_stats.packets);
+	u64_stats_add(&np->rx_stats.bytes, len);
+	u64_stats_update_end(&np->rx_stats.syncp);
+	napi_gro_receive(&np->napi, skb);
+	return;
+drop:
+	u64_stats_update_begin(&np->rx_stats.syncp);
+	u64_stats_inc(&np->rx_stats.dropped);
+	u64_stats_update_end(&np->rx_stats.syncp);
+}
+
+static void pcinet_rx_give_back(struct pcinet_net *np)
+{
+	if (np->rx->cons == np->rx_published)
+		return;
+	np->rx_published = np->rx->cons;
+	if (pcinet_rx_publish(np->rx)) {
+		pcinet_link_kick(np->link, PCINET_CHAN_NET);
+		u64_stats_update_begin(&np->rx_stats.syncp);
+		u64_stats_inc(&np->rx_stats.space_doorbells);
+		u64_stats_update_end(&np->rx_stats.syncp);
+	}
+}
+
+static int pcinet_poll(struct napi_struct *napi, int budget)
+{
+	struct pcinet_net *np = container_of(napi, struct pcinet_net, napi);
+	struct pcinet_rx *rx = np->rx;
+	struct pcinet_rec rec;
+	int work = 0;
+	int n;
+
+	u64_stats_update_begin(&np->rx_stats.syncp);
+	u64_stats_inc(&np->rx_stats.polls);
+	u64_stats_update_end(&np->rx_stats.syncp);
+
+	pcinet_tx_reap(np);
+
+	while (work < budget) {
+		n = pcinet_rx_peek_rec(rx, &rec, PCINET_NET_MAX_LEN);
+		if (n == 0)
+			break;
+		if (unlikely(n < 0)) {
+			/* The link resets the rings; stop here and wait. */
+			pcinet_link_fault(np->link, PCINET_CHAN_NET,
+					  "rx record");
+			napi_complete_done(napi, work);
+			return work;
+		}
+		pcinet_rx_one(np, &rec);
+		pcinet_rx_consume(rx, n);
+		work++;
+		/* Give room back as we go: a batch may be most of the ring. */
+		if (rx->cons - np->rx_published >= rx->size / 8)
+			pcinet_rx_give_back(np);
+	}
+	pcinet_rx_give_back(np);
+
+	/*
+	 * Re-arm only when idle.  pcinet_rx_arm() publishes our consumer
+	 * index as the event index and then re-reads the producer index
+	 * behind a full barrier (F); the peer publishes its producer index
+	 * and then reads our event index behind a full barrier (E).  So a
+	 * record published while we went idle is either seen by the re-read
+	 * (we poll again) or the peer sees the event index and rings: no
+	 * wakeup is lost.  Completions are covered the same way by
+	 * need_space (G/H): the peer rings after consuming while it is set.
+	 */
+	if (work < budget && napi_complete_done(napi, work) &&
+	    pcinet_rx_arm(rx))
+		napi_schedule(napi);
+	return work;
+}
+
+/* ----- link callbacks and start/stop ----- */
+
+static void pcinet_net_update_carrier(struct pcinet_net *np)
+{
+	if (np->started && pcinet_link_peer_open(np->link, PCINET_CHAN_NET))
+		netif_carrier_on(np->dev);
+	else
+		netif_carrier_off(np->dev);
+}
+
+static void pcinet_net_start(struct pcinet_net *np)
+{
+	struct netdev_queue *txq = netdev_get_tx_queue(np->dev, 0);
+
+	ASSERT_RTNL();
+	if (np->started || !netif_running(np->dev) ||
+	    !pcinet_link_is_up(np->link))
+		return;
+	netdev_tx_reset_queue(txq);
+	np->kick_base = np->tx->prod;
+	np->tx_done = np->tx->prod;
+	np->rx_published = np->rx->cons;
+	napi_enable(&np->napi);
+	__netif_tx_lock_bh(txq);
+	np->started = true;
+	__netif_tx_unlock_bh(txq);
+	netif_tx_wake_all_queues(np->dev);
+	pcinet_net_update_carrier(np);
+	/* The peer may have sent before we listened. */
+	napi_schedule(&np->napi);
+}
+
+static void pcinet_net_stop(struct pcinet_net *np)
+{
+	struct netdev_queue *txq = netdev_get_tx_queue(np->dev, 0);
+
+	ASSERT_RTNL();
+	if (!np->started)
+		return;
+	netif_carrier_off(np->dev);
+	__netif_tx_lock_bh(txq);
+	np->started = false;
+	__netif_tx_unlock_bh(txq);
+	netif_tx_disable(np->dev);
+	napi_disable(&np->napi);
+}
+
+static void pcinet_net_kick(void *priv)
+{
+	struct pcinet_net *np = priv;
+
+	u64_stats_update_begin(&np->irq_stats.syncp);
+	u64_stats_inc(&np->irq_stats.interrupts);
+	u64_stats_update_end(&np->irq_stats.syncp);
+	napi_schedule_irqoff(&np->napi);
+}
+
+static void pcinet_net_link_stop(void *priv)
+{
+	struct pcinet_net *np = priv;
+
+	rtnl_lock();
+	pcinet_net_stop(np);
+	rtnl_unlock();
+}
+
+static void pcinet_net_link_start(void *priv)
+{
+	struct pcinet_net *np = priv;
+
+	rtnl_lock();
+	pcinet_net_start(np);
+	rtnl_unlock();
+}
+
+static void pcinet_net_peer_changed(void *priv)
+{
+	struct pcinet_net *np = priv;
+
+	rtnl_lock();
+	pcinet_net_update_carrier(np);
+	rtnl_unlock();
+}
+
+static const struct pcinet_chan_ops pcinet_net_chan_ops = {
+	.kick = pcinet_net_kick,
+	.stop = pcinet_net_link_stop,
+	.start = pcinet_net_link_start,
+	.peer_changed = pcinet_net_peer_changed,
+};
+
+/* ----- net_device_ops ----- */
+
+static int pcinet_open(struct net_device *dev)
+{
+	struct pcinet_net *np = netdev_priv(dev);
+
+	netif_carrier_off(dev);
+	pcinet_link_set_open(np->link, PCINET_CHAN_NET, true);
+	pcinet_net_start(np);
+	return 0;
+}
+
+static int pcinet_stop(struct net_device *dev)
+{
+	struct pcinet_net *np = netdev_priv(dev);
+
+	pcinet_link_set_open(np->link, PCINET_CHAN_NET, false);
+	pcinet_net_stop(np);
+	return 0;
+}
+
+static void pcinet_get_stats64(struct net_device *dev,
+			       struct rtnl_link_stats64 *s)
+{
+	struct pcinet_net *np = netdev_priv(dev);
+	unsigned int start;
+
+	do {
+		start = u64_stats_fetch_begin(&np->tx_stats.syncp);
+		s->tx_packets = u64_stats_read(&np->tx_stats.packets);
+		s->tx_bytes = u64_stats_read(&np->tx_stats.bytes);
+		s->tx_dropped = u64_stats_read(&np->tx_stats.dropped);
+	} while (u64_stats_fetch_retry(&np->tx_stats.syncp, start));
+	do {
+		start = u64_stats_fetch_begin(&np->rx_stats.syncp);
+		s->rx_packets = u64_stats_read(&np->rx_stats.packets);
+		s->rx_bytes = u64_stats_read(&np->rx_stats.bytes);
+		s->rx_dropped = u64_stats_read(&np->rx_stats.dropped);
+		s->rx_length_errors =
+			u64_stats_read(&np->rx_stats.length_errors);
+	} while (u64_stats_fetch_retry(&np->rx_stats.syncp, start));
+	s->rx_errors = s->rx_length_errors;
+}
+
+static const struct net_device_ops pcinet_netdev_ops = {
+	.ndo_open = pcinet_open,
+	.ndo_stop = pcinet_stop,
+	.ndo_start_xmit = pcinet_xmit,
+	.ndo_get_stats64 = pcinet_get_stats64,
+	.ndo_set_mac_address = eth_mac_addr,
+	.ndo_validate_addr = eth_validate_addr,
+};
+
+/* ----- ethtool ----- */
+
+enum pcinet_stat_group { PCINET_TX, PCINET_RX, PCINET_IRQ };
+
+struct pcinet_stat_desc {
+	char name[ETH_GSTRING_LEN];
+	enum pcinet_stat_group group;
+	size_t offset;
+};
+
+#define PCINET_STAT(n, g, s, f) { n, g, offsetof(struct s, f) }
+
+static const struct pcinet_stat_desc pcinet_stats[] = {
+	PCINET_STAT("tx_packets", PCINET_TX, pcinet_tx_stats, packets),
+	PCINET_STAT("tx_bytes", PCINET_TX, pcinet_tx_stats, bytes),
+	PCINET_STAT("tx_doorbells", PCINET_TX, pcinet_tx_stats, doorbells),
+	PCINET_STAT("tx_queue_stops", PCINET_TX, pcinet_tx_stats, stops),
+	PCINET_STAT("tx_queue_wakes", PCINET_TX, pcinet_tx_stats, wakes),
+	PCINET_STAT("tx_dropped", PCINET_TX, pcinet_tx_stats, dropped),
+	PCINET_STAT("rx_packets", PCINET_RX, pcinet_rx_stats, packets),
+	PCINET_STAT("rx_bytes", PCINET_RX, pcinet_rx_stats, bytes),
+	PCINET_STAT("rx_polls", PCINET_RX, pcinet_rx_stats, polls),
+	PCINET_STAT("rx_space_doorbells", PCINET_RX, pcinet_rx_stats,
+		    space_doorbells),
+	PCINET_STAT("rx_dropped", PCINET_RX, pcinet_rx_stats, dropped),
+	PCINET_STAT("rx_length_errors", PCINET_RX, pcinet_rx_stats,
+		    length_errors),
+	PCINET_STAT("interrupts", PCINET_IRQ, pcinet_irq_stats, interrupts),
+};
+
+static void pcinet_get_drvinfo(struct net_device *dev,
+			       struct ethtool_drvinfo *info)
+{
+	struct pcinet_net *np = netdev_priv(dev);
+
+	strscpy(info->driver, KBUILD_MODNAME, sizeof(info->driver));
+	strscpy(info->bus_info, dev_name(pcinet_link_dev(np->link)),
+		sizeof(info->bus_info));
+}
+
+static int pcinet_get_sset_count(struct net_device *dev, int sset)
+{
+	return sset == ETH_SS_STATS ? ARRAY_SIZE(pcinet_stats) : -EOPNOTSUPP;
+}
+
+static void pcinet_get_strings(struct net_device *dev, u32 sset, u8 *buf)
+{
+	size_t i;
+
+	if (sset != ETH_SS_STATS)
+		return;
+	for (i = 0; i < ARRAY_SIZE(pcinet_stats); i++)
+		memcpy(buf + i * ETH_GSTRING_LEN, pcinet_stats[i].name,
+		       ETH_GSTRING_LEN);
+}
+
+static void pcinet_get_ethtool_stats(struct net_device *dev,
+				     struct ethtool_stats *stats, u64 *data)
+{
+	struct pcinet_net *np = netdev_priv(dev);
+	struct u64_stats_sync *syncp[] = {
+		[PCINET_TX] = &np->tx_stats.syncp,
+		[PCINET_RX] = &np->rx_stats.syncp,
+		[PCINET_IRQ] = &np->irq_stats.syncp,
+	};
+	void *base[] = {
+		[PCINET_TX] = &np->tx_stats,
+		[PCINET_RX] = &np->rx_stats,
+		[PCINET_IRQ] = &np->irq_stats,
+	};
+	unsigned int start;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(pcinet_stats); i++) {
+		const struct pcinet_stat_desc *d = &pcinet_stats[i];
+		const u64_stats_t *v = base[d->group] + d->offset;
+
+		do {
+			start = u64_stats_fetch_begin(syncp[d->group]);
+			data[i] = u64_stats_read(v);
+		} while (u64_stats_fetch_retry(syncp[d->group], start));
+	}
+}
+
+static const struct ethtool_ops pcinet_ethtool_ops = {
+	.get_drvinfo = pcinet_get_drvinfo,
+	.get_link = ethtool_op_get_link,
+	.get_sset_count = pcinet_get_sset_count,
+	.get_strings = pcinet_get_strings,
+	.get_ethtool_stats = pcinet_get_ethtool_stats,
+};
+
+/* ----- creation ----- */
+
+/**
+ * pcinet_net_create - create the interface pcinet<n> of a link
+ * @link: the link
+ *
+ * Return: the front-end, or an ERR_PTR().
+ */
+struct pcinet_net *pcinet_net_create(struct pcinet_link *link)
+{
+	struct net_device *dev;
+	struct pcinet_net *np;
+	char name[IFNAMSIZ];
+	int err;
+
+	snprintf(name, sizeof(name), "pcinet%d", pcinet_link_index(link));
+	dev = alloc_netdev(sizeof(*np), name, NET_NAME_PREDICTABLE,
+			   ether_setup);
+	if (!dev)
+		return ERR_PTR(-ENOMEM);
+	SET_NETDEV_DEV(dev, pcinet_link_dev(link));
+	np = netdev_priv(dev);
+	np->dev = dev;
+	np->link = link;
+	np->tx = pcinet_link_tx(link, PCINET_CHAN_NET);
+	np->rx = pcinet_link_rx(link, PCINET_CHAN_NET);
+	u64_stats_init(&np->tx_stats.syncp);
+	u64_stats_init(&np->rx_stats.syncp);
+	u64_stats_init(&np->irq_stats.syncp);
+
+	dev->netdev_ops = &pcinet_netdev_ops;
+	dev->ethtool_ops = &pcinet_ethtool_ops;
+	dev->min_mtu = ETH_MIN_MTU;
+	dev->max_mtu = ETH_MAX_MTU;
+	dev->hw_features = NETIF_F_SG | NETIF_F_HW_CSUM | NETIF_F_RXCSUM |
+			   NETIF_F_TSO | NETIF_F_TSO6 | NETIF_F_TSO_ECN;
+	dev->features = dev->hw_features | NETIF_F_HIGHDMA;
+	dev->vlan_features = dev->features;
+	eth_hw_addr_random(dev);
+	netif_napi_add_weight(dev, &np->napi, pcinet_poll, PCINET_NAPI_WEIGHT);
+	netif_carrier_off(dev);
+
+	err = register_netdev(dev);
+	if (err)
+		goto abort_with_napi;
+	pcinet_link_attach(link, PCINET_CHAN_NET, &pcinet_net_chan_ops, np);
+	return np;
+
+abort_with_napi:
+	netif_napi_del(&np->napi);
+	free_netdev(dev);
+	return ERR_PTR(err);
+}
+
+/**
+ * pcinet_net_destroy - remove the interface
+ * @np: the front-end
+ */
+void pcinet_net_destroy(struct pcinet_net *np)
+{
+	pcinet_link_detach(np->link, PCINET_CHAN_NET);
+	unregister_netdev(np->dev);
+	netif_napi_del(&np->napi);
+	free_netdev(np->dev);
+}

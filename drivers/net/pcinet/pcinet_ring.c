@@ -1,0 +1,383 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR MIT)
+/*
+ * pcinet ring logic, shared by the kernel and the userspace tests.
+ *
+ * Everything read from the @in control block or from the rx data is
+ * written by the other machine: it is read once, into a local, and
+ * validated before use.  Indices are free-running u32 byte counts; all
+ * comparisons use unsigned differences so wrap at 2^32 needs no case of
+ * its own.  The letters A..H refer to the ordering contract in
+ * pcinet_ring.h.
+ */
+#ifdef __KERNEL__
+#include <linux/compiler.h>
+#include <linux/minmax.h>
+#include <linux/string.h>
+#include <asm/byteorder.h>
+#endif
+
+#include "pcinet_ring.h"
+
+static bool pcinet_overlap(u64 a, u64 alen, u64 b, u64 blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
+/**
+ * pcinet_layout_parse - validate a window header and decode the layout
+ * @win: the window; its header is copied once, then checked
+ * @size: size of the mapping
+ * @lay: filled in
+ *
+ * The header is written by the platform, not by the peer, but it is
+ * checked as strictly: every region must lie inside the window, be
+ * aligned, and overlap no other.
+ *
+ * Return: 0, or -PCINET_EPROTO if the window is not a usable pcinet one.
+ */
+int pcinet_layout_parse(const void *win, u64 size, struct pcinet_layout *lay)
+{
+	struct pcinet_win_hdr hdr;
+	u64 start[5], len[5];
+	int i, j, c;
+
+	if (size < PCINET_HDR_SIZE)
+		return -PCINET_EPROTO;
+	memcpy(&hdr, win, sizeof(hdr));
+	if (le32_to_cpu(hdr.magic) != PCINET_WIN_MAGIC ||
+	    le16_to_cpu(hdr.version) != PCINET_VERSION ||
+	    le16_to_cpu(hdr.hdr_size) != PCINET_HDR_SIZE)
+		return -PCINET_EPROTO;
+	lay->win_size = min(le64_to_cpu(hdr.win_size), size);
+	lay->nr_vectors = le32_to_cpu(hdr.nr_vectors);
+	if (!lay->nr_vectors)
+		return -PCINET_EPROTO;
+
+	start[0] = 0;
+	len[0] = PCINET_HDR_SIZE;
+	for (i = 0; i < 2; i++) {
+		u64 coff = le64_to_cpu(hdr.side[i].ctrl_off);
+		u64 doff = le64_to_cpu(hdr.side[i].data_off);
+		u64 dsize = le64_to_cpu(hdr.side[i].data_size);
+
+		if (coff % PCINET_CACHELINE || doff % PCINET_REC_ALIGN ||
+		    coff > lay->win_size ||
+		    lay->win_size - coff < PCINET_CTRL_SIZE ||
+		    doff > lay->win_size || dsize > lay->win_size - doff)
+			return -PCINET_EPROTO;
+		lay->ctrl_off[i] = coff;
+		for (c = 0; c < PCINET_NR_CHAN; c++)
+			if (pcinet_layout_ring(doff, dsize, c, &lay->ring[i][c]))
+				return -PCINET_EPROTO;
+		start[1 + 2 * i] = coff;
+		len[1 + 2 * i] = PCINET_CTRL_SIZE;
+		start[2 + 2 * i] = doff;
+		len[2 + 2 * i] = dsize;
+	}
+	for (i = 0; i < 5; i++)
+		for (j = i + 1; j < 5; j++)
+			if (pcinet_overlap(start[i], len[i], start[j], len[j]))
+				return -PCINET_EPROTO;
+	return 0;
+}
+
+static void pcinet_span_at(u8 *data, u32 size, u32 pos, u32 len,
+			   struct pcinet_span *sp)
+{
+	u32 start = pos & (size - 1);
+	u32 first = min(len, size - start);
+
+	sp->p[0] = data + start;
+	sp->len[0] = first;
+	sp->p[1] = data;
+	sp->len[1] = len - first;
+}
+
+/**
+ * pcinet_tx_init - set up the producer's view of a ring
+ * @tx: the view
+ * @data: ring data (in the peer's data inbox)
+ * @size: ring size, a power of two
+ * @out: channel control in the peer's inbox (we write it)
+ * @in: channel control in our inbox (the peer writes it)
+ */
+void pcinet_tx_init(struct pcinet_tx *tx, void *data, u32 size,
+		    struct pcinet_chan_ctrl *out,
+		    const struct pcinet_chan_ctrl *in)
+{
+	tx->data = data;
+	tx->size = size;
+	tx->out = out;
+	tx->in = in;
+	tx->prod = 0;
+	tx->cons = 0;
+}
+
+/**
+ * pcinet_tx_reset - forget everything in flight and publish empty indices
+ * @tx: the view
+ *
+ * Called while the link is down; the link layer orders these stores
+ * before it publishes the new generation.
+ */
+void pcinet_tx_reset(struct pcinet_tx *tx)
+{
+	tx->prod = 0;
+	tx->cons = 0;
+	WRITE_ONCE(tx->out->prod, cpu_to_le32(0));
+	WRITE_ONCE(tx->out->need_space, cpu_to_le32(0));
+}
+
+/**
+ * pcinet_tx_free - bytes the producer may write now
+ * @tx: the view
+ *
+ * Reads the consumer index the peer published.  It must lie between the
+ * last one seen and our producer index; anything else is a broken peer.
+ *
+ * Return: free bytes, or -PCINET_EPROTO.
+ */
+int pcinet_tx_free(struct pcinet_tx *tx)
+{
+	u32 cons;
+
+	/* D: pairs with C in pcinet_rx_publish(); the space is free once seen */
+	cons = le32_to_cpu(pcinet_load_acquire(&tx->in->cons));
+	if (cons - tx->cons > tx->prod - tx->cons)
+		return -PCINET_EPROTO;
+	tx->cons = cons;
+	return (int)(tx->size - (tx->prod - cons));
+}
+
+/**
+ * pcinet_tx_span - locate @len bytes at @off past the producer index
+ * @tx: the view
+ * @off: offset from the producer index
+ * @len: length, at most the free space
+ * @sp: filled in with one or two pieces
+ */
+void pcinet_tx_span(struct pcinet_tx *tx, u32 off, u32 len,
+		    struct pcinet_span *sp)
+{
+	pcinet_span_at(tx->data, tx->size, tx->prod + off, len, sp);
+}
+
+/**
+ * pcinet_tx_write - copy @len bytes to @off past the producer index
+ * @tx: the view
+ * @off: offset from the producer index
+ * @buf: source
+ * @len: length, at most the free space
+ */
+void pcinet_tx_write(struct pcinet_tx *tx, u32 off, const void *buf, u32 len)
+{
+	struct pcinet_span sp;
+
+	pcinet_tx_span(tx, off, len, &sp);
+	memcpy(sp.p[0], buf, sp.len[0]);
+	if (sp.len[1])
+		memcpy(sp.p[1], (const u8 *)buf + sp.len[0], sp.len[1]);
+}
+
+/**
+ * pcinet_tx_commit - publish @len written bytes to the consumer
+ * @tx: the view
+ * @len: bytes to publish
+ */
+void pcinet_tx_commit(struct pcinet_tx *tx, u32 len)
+{
+	tx->prod += len;
+	/* A: pairs with B in pcinet_rx_avail(); the record is visible first */
+	pcinet_store_release(&tx->out->prod, cpu_to_le32(tx->prod));
+}
+
+/**
+ * pcinet_tx_need_kick - does the consumer want a doorbell?
+ * @tx: the view
+ * @old_prod: producer index when the batch being kicked started
+ *
+ * Return: true if the consumer's event index lies in [@old_prod, prod),
+ * that is, it went to sleep before seeing some of what we published.
+ */
+bool pcinet_tx_need_kick(struct pcinet_tx *tx, u32 old_prod)
+{
+	u32 event;
+
+	/* E: pairs with F in pcinet_rx_arm() */
+	pcinet_mb();
+	event = le32_to_cpu(READ_ONCE(tx->in->event));
+	return tx->prod - event - 1 < tx->prod - old_prod;
+}
+
+/**
+ * pcinet_tx_wait_space - ask for a doorbell when the consumer frees space
+ * @tx: the view
+ *
+ * Sets need_space, then re-reads the consumer index so that space freed
+ * before the flag became visible is not missed.
+ *
+ * Return: free bytes now, or -PCINET_EPROTO.
+ */
+int pcinet_tx_wait_space(struct pcinet_tx *tx)
+{
+	WRITE_ONCE(tx->out->need_space, cpu_to_le32(1));
+	/* G: pairs with H in pcinet_rx_publish() */
+	pcinet_mb();
+	return pcinet_tx_free(tx);
+}
+
+/**
+ * pcinet_tx_space_ok - withdraw a pcinet_tx_wait_space() request
+ * @tx: the view
+ */
+void pcinet_tx_space_ok(struct pcinet_tx *tx)
+{
+	WRITE_ONCE(tx->out->need_space, cpu_to_le32(0));
+}
+
+/**
+ * pcinet_rx_init - set up the consumer's view of a ring
+ * @rx: the view
+ * @data: ring data (in our data inbox)
+ * @size: ring size, a power of two
+ * @out: channel control in the peer's inbox (we write it)
+ * @in: channel control in our inbox (the peer writes it)
+ */
+void pcinet_rx_init(struct pcinet_rx *rx, void *data, u32 size,
+		    struct pcinet_chan_ctrl *out,
+		    const struct pcinet_chan_ctrl *in)
+{
+	rx->data = data;
+	rx->size = size;
+	rx->out = out;
+	rx->in = in;
+	rx->cons = 0;
+	rx->prod = 0;
+}
+
+/**
+ * pcinet_rx_reset - forget everything in flight and publish empty indices
+ * @rx: the view
+ */
+void pcinet_rx_reset(struct pcinet_rx *rx)
+{
+	rx->cons = 0;
+	rx->prod = 0;
+	WRITE_ONCE(rx->out->cons, cpu_to_le32(0));
+	WRITE_ONCE(rx->out->event, cpu_to_le32(0));
+}
+
+/**
+ * pcinet_rx_avail - bytes published and not yet consumed
+ * @rx: the view
+ * @align: granule the producer publishes in (1 for a byte stream)
+ *
+ * Return: available bytes, or -PCINET_EPROTO if the peer's producer index
+ * is impossible (behind us, more than a ring ahead, or misaligned).
+ */
+int pcinet_rx_avail(struct pcinet_rx *rx, u32 align)
+{
+	u32 prod, avail;
+
+	/* B: pairs with A in pcinet_tx_commit(); read data only after this */
+	prod = le32_to_cpu(pcinet_load_acquire(&rx->in->prod));
+	avail = prod - rx->cons;
+	if (avail > rx->size || (avail & (align - 1)))
+		return -PCINET_EPROTO;
+	rx->prod = prod;
+	return (int)avail;
+}
+
+/**
+ * pcinet_rx_peek_rec - copy out and check the header of the next record
+ * @rx: the view
+ * @rec: filled in with a private copy of the header
+ * @max_len: largest payload the caller accepts
+ *
+ * Return: the record's size on the ring (header, payload and padding),
+ * 0 if the ring is empty, or -PCINET_EPROTO if the record is impossible.
+ */
+int pcinet_rx_peek_rec(struct pcinet_rx *rx, struct pcinet_rec *rec,
+		       u32 max_len)
+{
+	int avail = pcinet_rx_avail(rx, PCINET_REC_ALIGN);
+	u32 len;
+
+	if (avail <= 0)
+		return avail;
+	/* cons is aligned and the ring a multiple of the alignment: no wrap */
+	memcpy(rec, rx->data + (rx->cons & (rx->size - 1)), sizeof(*rec));
+	len = le32_to_cpu(rec->len);
+	if (len > max_len || pcinet_rec_size(len) > (u32)avail)
+		return -PCINET_EPROTO;
+	return (int)pcinet_rec_size(len);
+}
+
+/**
+ * pcinet_rx_span - locate @len bytes at @off past the consumer index
+ * @rx: the view
+ * @off: offset from the consumer index
+ * @len: length; @off + @len must not exceed what pcinet_rx_avail() said
+ * @sp: filled in with one or two pieces
+ */
+void pcinet_rx_span(struct pcinet_rx *rx, u32 off, u32 len,
+		    struct pcinet_span *sp)
+{
+	pcinet_span_at(rx->data, rx->size, rx->cons + off, len, sp);
+}
+
+/**
+ * pcinet_rx_read - copy @len bytes at @off past the consumer index
+ * @rx: the view
+ * @off: offset from the consumer index
+ * @buf: destination
+ * @len: length, within what pcinet_rx_avail() said
+ */
+void pcinet_rx_read(struct pcinet_rx *rx, u32 off, void *buf, u32 len)
+{
+	struct pcinet_span sp;
+
+	pcinet_rx_span(rx, off, len, &sp);
+	memcpy(buf, sp.p[0], sp.len[0]);
+	if (sp.len[1])
+		memcpy((u8 *)buf + sp.len[0], sp.p[1], sp.len[1]);
+}
+
+/**
+ * pcinet_rx_consume - mark @len bytes consumed (locally)
+ * @rx: the view
+ * @len: bytes, within what pcinet_rx_avail() said
+ */
+void pcinet_rx_consume(struct pcinet_rx *rx, u32 len)
+{
+	rx->cons += len;
+}
+
+/**
+ * pcinet_rx_publish - give consumed space back to the producer
+ * @rx: the view
+ *
+ * Return: true if the producer asked for a doorbell when space frees up.
+ */
+bool pcinet_rx_publish(struct pcinet_rx *rx)
+{
+	/* C: pairs with D in pcinet_tx_free(); our reads are done first */
+	pcinet_store_release(&rx->out->cons, cpu_to_le32(rx->cons));
+	/* H: pairs with G in pcinet_tx_wait_space() */
+	pcinet_mb();
+	return READ_ONCE(rx->in->need_space) != 0;
+}
+
+/**
+ * pcinet_rx_arm - ask for a doorbell on the next record, before sleeping
+ * @rx: the view
+ *
+ * Return: true if records arrived meanwhile: keep polling instead.
+ */
+bool pcinet_rx_arm(struct pcinet_rx *rx)
+{
+	WRITE_ONCE(rx->out->event, cpu_to_le32(rx->cons));
+	/* F: pairs with E in pcinet_tx_need_kick() */
+	pcinet_mb();
+	return le32_to_cpu(READ_ONCE(rx->in->prod)) != rx->cons;
+}

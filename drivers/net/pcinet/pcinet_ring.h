@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/*
+ * pcinet rings: one producer, one consumer, on two machines.
+ *
+ * Portable C: this file and pcinet_ring.c compile in the kernel and, with
+ * tools/testing/pcinet/pcinet_user.h, in userspace.
+ *
+ * A ring is a power-of-two byte array in the consumer's data inbox plus
+ * four indices, all free-running u32 byte counts masked only at access:
+ * prod and need_space (written by the producer, in the consumer's control
+ * inbox) and cons and event (written by the consumer, in the producer's
+ * control inbox).  The net channel carries records (struct pcinet_rec and
+ * payload, PCINET_REC_ALIGN aligned), the tty channel a plain byte stream.
+ *
+ * Barriers.  The two ends are CPUs sharing coherent memory, possibly in
+ * different virtual machines, one of which may run a uniprocessor kernel:
+ * that is what the virt_*() barriers are for (they never degrade to
+ * compiler barriers on !SMP builds), so this file uses them and nothing
+ * else.  A backend that maps the peer's inbox write-combining would need
+ * mandatory barriers instead; it would change pcinet_wmb() and friends
+ * here, in one place.
+ *
+ * The ordering contract (letters are used in the comments at each site):
+ *  A  producer: record stores, then store-release prod.
+ *     Pairs with B.
+ *  B  consumer: load-acquire prod, then record loads.  Pairs with A.
+ *  C  consumer: record loads, then store-release cons.  Pairs with D.
+ *  D  producer: load-acquire cons, then stores into the freed space.
+ *     Pairs with C.
+ *  E  producer: store prod, full barrier, load event (kick decision).
+ *     Pairs with F.
+ *  F  consumer: store event, full barrier, load prod (re-check before
+ *     sleeping).  Pairs with E: either the producer sees the new event
+ *     and rings, or the consumer sees the new prod and polls on.
+ *  G  producer: store need_space, full barrier, load cons (re-check
+ *     before stopping).  Pairs with H.
+ *  H  consumer: store cons, full barrier, load need_space (kick
+ *     decision).  Pairs with G.
+ */
+#ifndef _PCINET_RING_H
+#define _PCINET_RING_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#include <asm/barrier.h>
+#else
+#include "pcinet_user.h"
+#endif
+
+#include "pcinet_layout.h"
+
+/* Acquire half of the pairs A/B and C/D: callers name their pair. */
+#define pcinet_load_acquire(p)		virt_load_acquire(p)
+/* Release half of the pairs A/B and C/D: callers name their pair. */
+#define pcinet_store_release(p, v)	virt_store_release(p, v)
+/* Full barrier of the pairs E/F and G/H: callers name their pair. */
+#define pcinet_mb()			virt_mb()
+
+/* Largest net record payload: a 64 KiB GSO packet plus its headers. */
+#define PCINET_NET_MAX_LEN	(65536 + 512)
+
+/**
+ * struct pcinet_tx - the producer's view of a ring
+ * @data: ring data, in the peer's data inbox
+ * @size: ring size, a power of two
+ * @prod: local copy of the published producer index
+ * @cons: consumer index as last read
+ * @out: the peer's control inbox for this channel (we write prod,
+ *	need_space)
+ * @in: our control inbox for this channel (the peer writes cons, event)
+ */
+struct pcinet_tx {
+	u8 *data;
+	u32 size;
+	u32 prod;
+	u32 cons;
+	struct pcinet_chan_ctrl *out;
+	const struct pcinet_chan_ctrl *in;
+};
+
+/**
+ * struct pcinet_rx - the consumer's view of a ring
+ * @data: ring data, in our data inbox
+ * @size: ring size, a power of two
+ * @cons: local consumer index, published by pcinet_rx_publish()
+ * @prod: producer index as last read and validated
+ * @out: the peer's control inbox for this channel (we write cons, event)
+ * @in: our control inbox for this channel (the peer writes prod,
+ *	need_space)
+ */
+struct pcinet_rx {
+	u8 *data;
+	u32 size;
+	u32 cons;
+	u32 prod;
+	struct pcinet_chan_ctrl *out;
+	const struct pcinet_chan_ctrl *in;
+};
+
+/**
+ * struct pcinet_span - a run of ring bytes, split in two at the wrap
+ * @p: start of each piece
+ * @len: length of each piece; @len[1] is 0 when nothing wraps
+ */
+struct pcinet_span {
+	u8 *p[2];
+	u32 len[2];
+};
+
+/* Errors reported by the ring code: each means the peer is broken. */
+#define PCINET_EPROTO	71
+
+static inline u32 pcinet_rec_size(u32 len)
+{
+	return (u32)(sizeof(struct pcinet_rec) + len + PCINET_REC_ALIGN - 1) &
+	       ~(u32)(PCINET_REC_ALIGN - 1);
+}
+
+/**
+ * struct pcinet_layout - a window header, validated and decoded
+ * @win_size: usable window size
+ * @nr_vectors: doorbell vectors per side
+ * @ctrl_off: offset of the control inbox of side 0 and side 1
+ * @ring: rings in the data inbox of each side, per channel
+ */
+struct pcinet_layout {
+	u64 win_size;
+	u32 nr_vectors;
+	u64 ctrl_off[2];
+	struct pcinet_ring_loc ring[2][PCINET_NR_CHAN];
+};
+
+int pcinet_layout_parse(const void *win, u64 size, struct pcinet_layout *lay);
+
+void pcinet_tx_init(struct pcinet_tx *tx, void *data, u32 size,
+		    struct pcinet_chan_ctrl *out,
+		    const struct pcinet_chan_ctrl *in);
+void pcinet_tx_reset(struct pcinet_tx *tx);
+int pcinet_tx_free(struct pcinet_tx *tx);
+void pcinet_tx_span(struct pcinet_tx *tx, u32 off, u32 len,
+		    struct pcinet_span *sp);
+void pcinet_tx_write(struct pcinet_tx *tx, u32 off, const void *buf, u32 len);
+void pcinet_tx_commit(struct pcinet_tx *tx, u32 len);
+bool pcinet_tx_need_kick(struct pcinet_tx *tx, u32 old_prod);
+int pcinet_tx_wait_space(struct pcinet_tx *tx);
+void pcinet_tx_space_ok(struct pcinet_tx *tx);
+
+void pcinet_rx_init(struct pcinet_rx *rx, void *data, u32 size,
+		    struct pcinet_chan_ctrl *out,
+		    const struct pcinet_chan_ctrl *in);
+void pcinet_rx_reset(struct pcinet_rx *rx);
+int pcinet_rx_avail(struct pcinet_rx *rx, u32 align);
+int pcinet_rx_peek_rec(struct pcinet_rx *rx, struct pcinet_rec *rec,
+		       u32 max_len);
+void pcinet_rx_span(struct pcinet_rx *rx, u32 off, u32 len,
+		    struct pcinet_span *sp);
+void pcinet_rx_read(struct pcinet_rx *rx, u32 off, void *buf, u32 len);
+void pcinet_rx_consume(struct pcinet_rx *rx, u32 len);
+bool pcinet_rx_publish(struct pcinet_rx *rx);
+bool pcinet_rx_arm(struct pcinet_rx *rx);
+
+#endif /* _PCINET_RING_H */

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# checkpatch.pl --strict over every kernel source file, from the
+# linux-source-6.12 package (unpacked once into build/checkpatch).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+dir=$top/build/checkpatch
+if [ ! -x "$dir/scripts/checkpatch.pl" ]; then
+	tarball=$(ls /usr/src/linux-source-6.12*.tar.xz 2>/dev/null | head -n1 || true)
+	if [ -z "$tarball" ]; then
+		echo "checkpatch: linux-source-6.12 is not installed (scripts/setup.sh installs it)" >&2
+		exit 1
+	fi
+	mkdir -p "$dir"
+	tar -xJf "$tarball" -C "$dir" --strip-components=1 --wildcards \
+		'*/scripts/checkpatch.pl' '*/scripts/spelling.txt' \
+		'*/scripts/const_structs.checkpatch' '*/scripts/kernel-doc'
+fi
+cd "$top"
+files=$(git ls-files 'drivers/net/pcinet/*.[ch]')
+"$dir/scripts/checkpatch.pl" --strict --no-tree --terse --show-types -f $files |
+	grep -v '^total: 0 errors, 0 warnings, 0 checks' || true
+"$dir/scripts/checkpatch.pl" --strict --no-tree --quiet -f $files >/dev/null
+# kernel-doc: every documented symbol complete
+"$dir/scripts/kernel-doc" -none $files
+echo "checkpatch --strict and kernel-doc: clean"

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/*
+ * Userspace stand-ins for the few kernel facilities the portable pcinet
+ * ring code uses, so the same pcinet_ring.c is tested outside the kernel.
+ * The virt_*() barriers map to C11 atomics of the same strength.
+ */
+#ifndef _PCINET_USER_H
+#define _PCINET_USER_H
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the userspace shims assume a little-endian host"
+#endif
+
+typedef uint8_t u8;
+typedef uint16_t u16;
+typedef uint32_t u32;
+typedef uint64_t u64;
+typedef uint8_t __u8;
+typedef uint16_t __u16;
+typedef uint32_t __u32;
+typedef uint64_t __u64;
+typedef uint16_t __le16;
+typedef uint32_t __le32;
+typedef uint64_t __le64;
+
+#define cpu_to_le16(x)	((__le16)(x))
+#define cpu_to_le32(x)	((__le32)(x))
+#define cpu_to_le64(x)	((__le64)(x))
+#define le16_to_cpu(x)	((u16)(x))
+#define le32_to_cpu(x)	((u32)(x))
+#define le64_to_cpu(x)	((u64)(x))
+
+#define READ_ONCE(x)	(*(const volatile __typeof__(x) *)&(x))
+#define WRITE_ONCE(x, v) (*(volatile __typeof__(x) *)&(x) = (v))
+
+#define virt_load_acquire(p)	__atomic_load_n(p, __ATOMIC_ACQUIRE)
+#define virt_store_release(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
+#define virt_mb()		__atomic_thread_fence(__ATOMIC_SEQ_CST)
+
+#define min(a, b)	((a) < (b) ? (a) : (b))
+
+#endif /* _PCINET_USER_H */
