@@ -5,7 +5,7 @@
  * of a real PCI endpoint) and by the userspace ring tests.
  *
  * This header is portable C: it compiles in the kernel and in userspace
- * (see tools/testing/pcinet/compat.h).  Every field is little-endian.
+ * (see tools/testing/pcinet/pcinet_user.h).  Every field is little-endian.
  *
  * The whole window, as pcinet-fabric lays it out (offsets are examples for
  * a 16 MiB window; the real ones are read from the window header):
@@ -23,7 +23,8 @@
  *   0x010000 +---------------------------------------------+
  *            | data inbox of side 0 (written by side 1)    |
  *            |   tty ring (64 KiB), then net ring (2^n)    |
- *   0x808000 +---------------------------------------------+
+ *            |   (0x7f0000 bytes)                          |
+ *   0x800000 +---------------------------------------------+
  *            | data inbox of side 1 (written by side 0)    |
  *            |   tty ring (64 KiB), then net ring (2^n)    |
  *            +---------------------------------------------+
