@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# make check: install what is missing, build everything, run every test.
+#
+#   scripts/check.sh [PATTERN...]     (or TESTS="PATTERN..." make check)
+#
+# Cases run on this machine (build gates, userspace ring tests, the fabric's
+# own tests) and in QEMU guests (tests/qemu/test_*.py).  Each prints one
+# line; the last line is the total, "N passed, N failed".  Nothing is ever
+# loaded into this machine's kernel.
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+patterns=("$@")
+[ ${#patterns[@]} -gt 0 ] || read -r -a patterns <<<"${TESTS:-}"
+export TESTS="${patterns[*]:-}"
+
+passed=0
+failed=0
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+selected() {	# $1 = case name; true if it matches a pattern (or none given)
+	local p
+	[ ${#patterns[@]} -eq 0 ] && return 0
+	for p in "${patterns[@]}"; do
+		# shellcheck disable=SC2053
+		[[ $1 == *"$p"* || $1 == $p ]] && return 0
+	done
+	return 1
+}
+
+host_case() {	# $1 = name, rest = command; one line, output on failure
+	local name=$1 t0 rc
+	shift
+	selected "$name" || return 0
+	t0=$(date +%s.%N)
+	"$@" >"$log/out" 2>&1
+	rc=$?
+	dt=$(echo "$(date +%s.%N) - $t0" | bc)
+	if [ $rc -eq 0 ]; then
+		printf '[ OK ] %s (%.1fs)\n' "$name" "$dt"
+		passed=$((passed + 1))
+	else
+		printf '[FAIL] %s: exit %d\n' "$name" "$rc"
+		tail -n 60 "$log/out" | sed 's/^/    | /'
+		failed=$((failed + 1))
+	fi
+}
+
+# ---- install and build ------------------------------------------------------
+echo "== setup (packages, kernel image and headers)"
+if ! scripts/setup.sh >"$log/setup" 2>&1; then
+	cat "$log/setup"
+	echo "setup failed"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+tail -n 3 "$log/setup"
+# shellcheck disable=SC1091
+. build/env.sh
+
+echo "== build"
+if ! { make -s module && make -s fabric && make -s -C tools/testing/pcinet all; } \
+	>"$log/build" 2>&1; then
+	cat "$log/build"
+	echo "build failed"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+
+# ---- cases on this machine -------------------------------------------------
+no_warnings() {	# run a build; fail on any compiler or sparse diagnostic
+	"$@" >"$log/gate" 2>&1 || { cat "$log/gate"; return 1; }
+	if grep -E 'warning:|error:|sparse:' "$log/gate"; then
+		return 1
+	fi
+	return 0
+}
+w1() { # $1 = headers dir
+	make -s -C "$1" M="$top/drivers/net/pcinet" CONFIG_PCINET=m W=1 clean >/dev/null 2>&1
+	no_warnings make -C "$1" M="$top/drivers/net/pcinet" CONFIG_PCINET=m W=1 modules
+}
+host_case gate-w1-6.1 w1 "$KDIR_61"
+host_case gate-sparse no_warnings make -C "$KDIR" M="$top/drivers/net/pcinet" \
+	CONFIG_PCINET=m C=2 W=1 modules
+host_case gate-w1-6.12 w1 "$KDIR"	# last: leaves the 6.12 module built
+host_case gate-checkpatch scripts/checkpatch.sh
+host_case unit-ring make -s -C tools/testing/pcinet check
+host_case unit-fabric make -s -C tools/pcinet-fabric check
+
+# ---- cases in QEMU -----------------------------------------------------------
+for t in tests/qemu/test_*.py; do
+	[ -e "$t" ] || continue
+	# the per-file total is folded into ours: only one closing line
+	python3 "$t" 2>&1 | tee "$log/qemu" |
+		sed -E "s/^([0-9]+ passed, [0-9]+ failed)\$/(\1 in ${t##*/})/"
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log/qemu" | tail -n1)
+	if [ -z "$line" ]; then
+		echo "[FAIL] $t: no result line"
+		failed=$((failed + 1))
+		continue
+	fi
+	read -r p _ f _ <<<"$line"
+	passed=$((passed + p))
+	failed=$((failed + f))
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ $((passed + failed)) -gt 0 ]

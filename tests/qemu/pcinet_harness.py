@@ -1,0 +1,930 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""QEMU test harness of pcinet (python3, stdlib only).
+
+Pieces, bottom up:
+
+  Fabric    runs tools/pcinet-fabric/pcinet-fabric (the ivshmem server that
+            joins the guests) on a UNIX socket.
+  VM        one qemu-system-x86_64 guest (TCG) booting the Debian kernel
+            unpacked by scripts/setup.sh and the busybox initramfs built by
+            tests/qemu/mkinitramfs.sh.  Its /init (tests/qemu/guest-init)
+            runs an agent on the second serial port; VM.sh() runs a shell
+            command in the guest through it and returns (rc, output).
+  Topology  a fabric plus VMs 'a' and 'b' attached to it, booted once and
+            reused by consecutive cases (the fixture).
+  runner    @case(name) registers a test function; main() runs them and
+            prints one line per case, then "N passed, N failed".
+
+A test file looks like:
+
+    import pcinet_harness as h
+
+    h.configure(extra_modules=[h.ROOT / 'drivers/net/pcinet/pcinet.ko'])
+
+    @h.case('ping')
+    def _(t):                     # t: the Topology; t.a, t.b: the VMs
+        t.a.run('insmod /lib/modules/extra/pcinet.ko')
+        rc, out = t.b.sh('ping -c1 -W2 10.0.0.1')
+        h.expect(rc == 0, 'ping failed:\\n' + out)
+
+    if __name__ == '__main__':
+        raise SystemExit(h.main())
+
+Run it:  python3 tests/qemu/test_x.py [-k PATTERN] [--keep] [-l]
+         TESTS=PATTERN python3 tests/qemu/test_x.py
+
+Every case also fails if a kernel splat (dmesg_check) shows up on the
+console of any VM while it runs.  A case that breaks its topology on purpose
+(kills a VM, ...) does not need to clean up: the runner boots a fresh
+topology before the next case whenever a VM is dead, an agent timed out, a
+case failed, or the case called t.mark_dirty().  @case(name, fresh=True)
+asks for a freshly booted topology before the case.
+
+Environment: TESTS (case pattern), PCINET_KEEP=1 (keep the work dir with
+console logs), QEMU (emulator binary), PCINET_FABRIC (fabric binary),
+PCINET_BOOT_TIMEOUT (seconds, default 180).
+"""
+
+import base64
+import ctypes
+import fnmatch
+import os
+import queue
+import re
+import shlex
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+BUILD = ROOT / 'build'
+
+BOOT_TIMEOUT = float(os.environ.get('PCINET_BOOT_TIMEOUT', '180'))
+
+
+class HarnessError(Exception):
+    """Something in the test machinery went wrong (not an assertion)."""
+
+
+class VMError(HarnessError):
+    """A VM died, or its control channel broke."""
+
+
+class AgentTimeout(VMError):
+    """The guest agent did not answer in time."""
+
+
+class CaseFailure(AssertionError):
+    """A test expectation failed; raised by expect() and VM.run()."""
+
+
+def expect(cond, msg='expectation failed'):
+    """Fail the current case with msg unless cond is true."""
+    if not cond:
+        raise CaseFailure(msg)
+
+
+def info(msg):
+    """Diagnostics go to stderr, prefixed '# ', so stdout holds only results."""
+    print('# ' + msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# environment (build/env.sh from scripts/setup.sh)
+# --------------------------------------------------------------------------
+
+def load_env(run_setup=True):
+    """Return build/env.sh as a dict (KVER, KDIR, KDIR_61, VMLINUZ, MODDIR...).
+
+    Runs scripts/setup.sh first if the file or the kernel it names is missing.
+    """
+    envsh = BUILD / 'env.sh'
+
+    def parse():
+        env = {}
+        if envsh.exists():
+            for line in envsh.read_text().splitlines():
+                m = re.match(r'export (\w+)=(.*)$', line)
+                if m:
+                    env[m.group(1)] = m.group(2)
+        return env
+
+    env = parse()
+    if run_setup and not (env.get('VMLINUZ') and Path(env['VMLINUZ']).exists()):
+        info('build/env.sh or the kernel is missing: running scripts/setup.sh')
+        subprocess.run([str(ROOT / 'scripts/setup.sh')], check=True,
+                       stdout=sys.stderr)
+        env = parse()
+    if not env.get('VMLINUZ'):
+        raise HarnessError('build/env.sh incomplete: run scripts/setup.sh')
+    return env
+
+
+def build_initramfs(out, extra_modules=(), env=None):
+    """Build the guest initramfs with tests/qemu/mkinitramfs.sh; returns out."""
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    cmd = [str(HERE / 'mkinitramfs.sh'), str(out)] + [str(m) for m in extra_modules]
+    r = subprocess.run(cmd, env=e, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise HarnessError('mkinitramfs.sh failed:\n' + r.stdout)
+    info(r.stdout.strip())
+    return Path(out)
+
+
+# --------------------------------------------------------------------------
+# child processes
+# --------------------------------------------------------------------------
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_PR_SET_PDEATHSIG = 1
+
+
+def _child_setup():
+    """preexec_fn: the child gets SIGKILL when the harness dies.
+
+    Caveat: PDEATHSIG fires when the *thread* that forked exits, so start
+    VMs and fabrics from the main thread (waiting may happen anywhere).
+    """
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _tail(path, n=20):
+    try:
+        lines = Path(path).read_text(errors='replace').splitlines()
+    except OSError:
+        return ''
+    return '\n'.join(lines[-n:])
+
+
+def _popen(cmd, log):
+    with open(log, 'ab') as f:
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f,
+                                stderr=subprocess.STDOUT,
+                                start_new_session=True,
+                                preexec_fn=_child_setup)
+
+
+# --------------------------------------------------------------------------
+# Fabric
+# --------------------------------------------------------------------------
+
+def fabric_binary():
+    """Path of pcinet-fabric ($PCINET_FABRIC, else built in tools/)."""
+    if os.environ.get('PCINET_FABRIC'):
+        return Path(os.environ['PCINET_FABRIC'])
+    b = ROOT / 'tools/pcinet-fabric/pcinet-fabric'
+    if not b.exists() and (b.parent / 'Makefile').exists():
+        info('building tools/pcinet-fabric')
+        r = subprocess.run(['make', '-C', str(b.parent), 'pcinet-fabric'],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+        if r.returncode != 0:
+            raise HarnessError('building pcinet-fabric failed:\n' + r.stdout)
+    if not b.exists():
+        raise HarnessError(f'{b} missing')
+    return b
+
+
+class Fabric:
+    """The ivshmem server a set of VMs attach to (one pcinet link)."""
+
+    def __init__(self, sockpath, size='16M', vectors=3, binary=None, log=None):
+        self.sockpath = Path(sockpath)
+        self.size = size
+        self.vectors = vectors
+        self.binary = Path(binary) if binary else None
+        self.log = Path(log) if log else self.sockpath.with_suffix('.log')
+        self.pidfile = self.sockpath.with_suffix('.pid')
+        self.proc = None
+
+    def start(self, timeout=10):
+        binary = self.binary or fabric_binary()
+        if self.sockpath.exists() or self.sockpath.is_symlink():
+            self.sockpath.unlink()
+        cmd = [str(binary), '-S', str(self.sockpath), '-m', str(self.size),
+               '-n', str(self.vectors), '-p', str(self.pidfile)]
+        self.proc = _popen(cmd, self.log)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise HarnessError(
+                    f'fabric exited with status {self.proc.returncode}:\n'
+                    + _tail(self.log))
+            try:
+                if stat.S_ISSOCK(os.stat(self.sockpath).st_mode):
+                    return self
+            except FileNotFoundError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise HarnessError(f'fabric: no socket {self.sockpath} after '
+                                   f'{timeout}s:\n' + _tail(self.log))
+            time.sleep(0.02)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout=5):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        for p in (self.sockpath, self.pidfile):
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                pass
+
+    def log_text(self):
+        return _tail(self.log, 10**9)
+
+
+# --------------------------------------------------------------------------
+# VM
+# --------------------------------------------------------------------------
+
+class VM:
+    """One QEMU guest with an agent on its second serial port.
+
+    Files in workdir: <name>.console.log (ttyS0; always appended to, across
+    restarts and topologies, so console marks stay valid),
+    <name>.qemu.log (QEMU's own stdout/stderr), <name>.ctl (control socket:
+    the harness listens, QEMU connects as a client at startup, so nothing
+    the guest writes can be lost before the harness is there).
+    """
+
+    def __init__(self, name, workdir, kernel, initrd, fabrics=(), mem=1024,
+                 smp=1, append='', extra_args=(), nic=False, qemu=None):
+        self.name = name
+        self.workdir = Path(workdir)
+        self.kernel = Path(kernel)
+        self.initrd = Path(initrd)
+        self.fabrics = list(fabrics)
+        self.mem = mem
+        self.smp = smp
+        self.append = append
+        self.extra_args = list(extra_args)
+        self.nic = nic			# False: "-nic none"
+        self.qemu = qemu or os.environ.get('QEMU', 'qemu-system-x86_64')
+        self.console_path = self.workdir / f'{name}.console.log'
+        self.qemu_log = self.workdir / f'{name}.qemu.log'
+        self.ctl_path = self.workdir / f'{name}.ctl'
+        self.proc = None
+        self.sock = None
+        self.lines = None		# queue of control lines (bytes), None = EOF
+        self.broken = None		# why the VM is unusable (QEMU gone...)
+        self.stale = None		# why it should not be reused (timeout)
+        self.stopped = False		# SIGSTOPped by kill()
+        self.boot_time = None		# seconds from start() to @@READY
+        self._id = 0
+        self._lock = threading.Lock()
+        self._qemu_log_mark = 0
+
+    # -- lifecycle --------------------------------------------------------
+
+    def cmdline(self):
+        append = (f'console=ttyS0,115200 loglevel=5 panic=-1 '
+                  f'pcinet.name={self.name} {self.append}').strip()
+        cmd = [self.qemu, '-accel', 'tcg', '-cpu', 'max',
+               '-m', str(self.mem), '-smp', str(self.smp),
+               '-nodefaults', '-nographic', '-no-reboot',
+               '-kernel', str(self.kernel), '-initrd', str(self.initrd),
+               '-append', append,
+               '-chardev', f'file,id=con,path={self.console_path},append=on',
+               '-serial', 'chardev:con',
+               '-chardev', f'socket,id=ctl,path={self.ctl_path}',
+               '-serial', 'chardev:ctl']
+        if not self.nic:
+            cmd += ['-nic', 'none']
+        for i, fab in enumerate(self.fabrics):
+            path = fab.sockpath if isinstance(fab, Fabric) else fab
+            vectors = fab.vectors if isinstance(fab, Fabric) else 3
+            cmd += ['-chardev', f'socket,path={path},id=fab{i}',
+                    '-device', f'ivshmem-doorbell,chardev=fab{i},vectors={vectors}']
+        return cmd + self.extra_args
+
+    def start(self, connect_timeout=30):
+        """Launch QEMU (does not wait for the guest: see wait_ready())."""
+        if self.alive():
+            raise HarnessError(f'{self.name}: already running')
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._close()
+        if self.ctl_path.exists() or self.ctl_path.is_symlink():
+            self.ctl_path.unlink()
+        lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            lsock.bind(str(self.ctl_path))
+            lsock.listen(1)
+            lsock.settimeout(0.2)
+            with open(self.qemu_log, 'ab') as f:
+                f.write(('$ ' + shlex.join(self.cmdline()) + '\n').encode())
+            self._qemu_log_mark = self.qemu_log.stat().st_size
+            self._t0 = time.monotonic()
+            self.proc = _popen(self.cmdline(), self.qemu_log)
+            deadline = self._t0 + connect_timeout
+            while True:
+                try:
+                    self.sock, _ = lsock.accept()
+                    break
+                except socket.timeout:
+                    pass
+                self._check_alive('while starting')
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise VMError(f'{self.name}: QEMU did not connect to '
+                                  f'{self.ctl_path} within {connect_timeout}s')
+        finally:
+            lsock.close()
+            try:
+                self.ctl_path.unlink()
+            except FileNotFoundError:
+                pass
+        self.sock.settimeout(None)
+        self.lines = queue.Queue()
+        self.broken = self.stale = None
+        self.stopped = False
+        self.boot_time = None
+        threading.Thread(target=self._reader, args=(self.sock, self.lines),
+                         name=f'ctl-{self.name}', daemon=True).start()
+        return self
+
+    @staticmethod
+    def _reader(sock, q):
+        buf = b''
+        try:
+            while True:
+                data = sock.recv(65536)
+                if not data:
+                    break
+                buf += data
+                *lines, buf = buf.split(b'\n')
+                for line in lines:
+                    q.put(line.rstrip(b'\r'))
+        except OSError:
+            pass
+        q.put(None)
+
+    def wait_ready(self, timeout=None):
+        """Wait for the agent's @@READY; returns the boot time in seconds."""
+        timeout = BOOT_TIMEOUT if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self._next_line(deadline, f'@@READY within {timeout}s')
+            if line == b'@@READY':
+                self.boot_time = time.monotonic() - self._t0
+                return self.boot_time
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self, sig=signal.SIGKILL):
+        """Send sig to QEMU (SIGKILL, SIGSTOP, SIGCONT, ...)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            self.proc.wait()
+        elif sig == signal.SIGSTOP:
+            self.stopped = True
+        elif sig == signal.SIGCONT:
+            self.stopped = False
+
+    def wait_exit(self, timeout):
+        """Wait for QEMU to exit; returns its status or None on timeout."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, timeout=15):
+        """Power off (agent 'poweroff -f'), SIGKILL as the fallback."""
+        if self.alive():
+            if not (self.broken or self.stale or self.stopped):
+                try:
+                    self._send('poweroff -f')
+                except VMError:
+                    pass
+                self.wait_exit(timeout)
+            if self.alive():
+                self.proc.send_signal(signal.SIGCONT)
+                self.kill(signal.SIGKILL)
+        self._close()
+
+    def restart(self, wait=True, timeout=None):
+        """Kill (if running) and boot again; waits for @@READY if wait."""
+        self.kill(signal.SIGCONT)
+        self.kill(signal.SIGKILL)
+        self.start()
+        if wait:
+            self.wait_ready(timeout)
+        return self
+
+    def _close(self):
+        if self.sock is not None:
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self.sock.close()
+            self.sock = None
+
+    def exit_report(self):
+        """Why QEMU is gone: exit status and the tail of its own output."""
+        rc = self.proc.poll() if self.proc else None
+        if rc is None:
+            return f'{self.name}: QEMU still running'
+        how = f'signal {-rc}' if rc < 0 else f'status {rc}'
+        try:
+            with open(self.qemu_log, 'rb') as f:
+                f.seek(self._qemu_log_mark)
+                qout = f.read().decode('utf-8', 'replace').splitlines()[-10:]
+        except OSError:
+            qout = []
+        panic = [l for l in _tail(self.console_path, 300).splitlines()
+                 if 'Kernel panic' in l]
+        if panic:
+            how += ' after "' + panic[-1].strip() + '"'
+        return (f'{self.name}: QEMU exited with {how}; QEMU output: '
+                + ('\n' + _indent('\n'.join(qout)) if qout else '(none)')
+                + '\nconsole tail:\n'
+                + _indent(_printable(_tail(self.console_path, 5))))
+
+    def _check_alive(self, doing):
+        if self.proc is not None and self.proc.poll() is not None:
+            self.broken = 'QEMU exited'
+            raise VMError(f'{doing}: ' + self.exit_report())
+
+    # -- agent ------------------------------------------------------------
+
+    def _next_line(self, deadline, what):
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._check_alive(f'{self.name}: waiting for {what}')
+                state = 'stopped by SIGSTOP' if self.stopped else 'running'
+                raise AgentTimeout(
+                    f'{self.name}: timed out waiting for {what} (QEMU {state}); '
+                    f'last console line: {self.last_console_line()!r}')
+            try:
+                line = self.lines.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                self._check_alive(f'{self.name}: waiting for {what}')
+                continue
+            if line is None:
+                self.lines.put(None)	# stays at EOF
+                time.sleep(0.2)		# let QEMU finish exiting
+                self._check_alive(f'{self.name}: waiting for {what}')
+                self.broken = 'control channel closed'
+                raise VMError(f'{self.name}: control channel closed while '
+                              f'waiting for {what}')
+            return line
+
+    def _send(self, cmd):
+        if self.sock is None:
+            raise VMError(f'{self.name}: not started')
+        self._id += 1
+        data = base64.b64encode(cmd.encode() if isinstance(cmd, str) else cmd)
+        try:
+            self.sock.sendall(b'%d %s\n' % (self._id, data))
+        except OSError as e:
+            self._check_alive(f'{self.name}: sending command')
+            raise VMError(f'{self.name}: control channel: {e}') from e
+        return self._id
+
+    def sh_bytes(self, cmd, timeout=60):
+        """Run cmd with `sh -c` in the guest; returns (rc, stdout+stderr bytes).
+
+        Raises AgentTimeout after timeout seconds and VMError if QEMU died.
+        After a timeout the VM stays usable (answers are matched by id, a late
+        one is skipped) but commands queue behind the one still running in
+        the guest, and the runner reboots the topology after the case.
+        Background jobs started by cmd must redirect their output.
+        """
+        with self._lock:
+            if self.broken:
+                self._check_alive(f'{self.name}: sh({_short(cmd)})')
+                raise VMError(f'{self.name}: agent unusable ({self.broken})')
+            cid = self._send(cmd)
+            what = f'command {cid} ({_short(cmd)}) within {timeout}s'
+            deadline = time.monotonic() + timeout
+            try:
+                # Skip stale answers of earlier (timed out) commands.
+                while self._next_line(deadline, what) != b'@@OUT %d' % cid:
+                    pass
+                chunks = []
+                while True:
+                    line = self._next_line(deadline, what)
+                    if line.startswith(b'@@END %d ' % cid):
+                        rc = int(line.split()[2])
+                        break
+                    if line == b'@@READY':
+                        raise VMError(f'{self.name}: agent restarted during '
+                                      f'{what}')
+                    chunks.append(line)
+            except AgentTimeout:
+                self.stale = f'command {cid} timed out'
+                raise
+            try:
+                out = base64.b64decode(b''.join(chunks), validate=True)
+            except ValueError as e:
+                raise VMError(f'{self.name}: garbled agent output for '
+                              f'command {cid}: {e}') from e
+            return rc, out
+
+    def sh(self, cmd, timeout=60):
+        """Like sh_bytes() but returns the output as str (invalid UTF-8 is
+        kept losslessly as surrogate escapes)."""
+        rc, out = self.sh_bytes(cmd, timeout)
+        return rc, out.decode('utf-8', 'surrogateescape')
+
+    def run(self, cmd, timeout=60):
+        """sh() that fails the case unless rc == 0; returns the output."""
+        rc, out = self.sh(cmd, timeout)
+        if rc != 0:
+            raise CaseFailure(f'{self.name}: `{_short(cmd)}` exited {rc}:\n'
+                              + _indent(out.rstrip()[-2000:]))
+        return out
+
+    # -- console ----------------------------------------------------------
+
+    def console_log(self):
+        return self.console_since(0)
+
+    def console_mark(self):
+        try:
+            return self.console_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def console_since(self, mark):
+        try:
+            with open(self.console_path, 'rb') as f:
+                f.seek(mark)
+                return f.read().decode('utf-8', 'replace')
+        except FileNotFoundError:
+            return ''
+
+    def last_console_line(self):
+        lines = [l for l in _tail(self.console_path, 5).splitlines() if l.strip()]
+        return lines[-1] if lines else ''
+
+
+def _short(cmd, n=80):
+    s = cmd if isinstance(cmd, str) else repr(cmd)
+    s = ' '.join(s.split())
+    return s if len(s) <= n else s[:n - 3] + '...'
+
+
+_ANSI_RE = re.compile(r'\x1b(\[[0-9;?]*[A-Za-z]|[A-Za-z])')
+
+
+def _printable(text):
+    """Console text without terminal escapes (SeaBIOS clears the screen)."""
+    return _ANSI_RE.sub('', text).replace('\r', '')
+
+
+def _indent(text, prefix='    '):
+    return '\n'.join(prefix + l for l in text.splitlines())
+
+
+# --------------------------------------------------------------------------
+# kernel splat detection
+# --------------------------------------------------------------------------
+
+SPLAT_RE = re.compile(
+    r'WARNING:|BUG:|Oops|Call Trace|watchdog: BUG|soft lockup|hard LOCKUP|'
+    r'refcount_t:|list_add corruption|list_del corruption|kernel BUG|'
+    r'general protection|unreferenced object|KASAN|UBSAN|Kernel panic')
+
+
+def dmesg_check(text):
+    """Return the lines of kernel log text that look like a kernel splat."""
+    return [l.rstrip() for l in text.splitlines() if SPLAT_RE.search(l)]
+
+
+# --------------------------------------------------------------------------
+# Topology (fixture)
+# --------------------------------------------------------------------------
+
+CONFIG = {
+    'vms': ('a', 'b'),		# VM names; all attached to the one fabric
+    'fabric': True,		# False: no ivshmem device at all
+    'fabric_size': '16M',
+    'vectors': 3,
+    'fabric_binary': None,	# default: fabric_binary()
+    'mem': 1024,
+    'smp': 1,
+    'append': '',		# extra kernel command line
+    'vm_args': {},		# name -> extra QEMU args
+    'extra_modules': [],	# .ko files put in the guests' /lib/modules/extra
+}
+
+
+def configure(**kw):
+    """Set topology options (see CONFIG) before main() runs."""
+    for k in kw:
+        if k not in CONFIG:
+            raise KeyError(f'unknown option {k}')
+    CONFIG.update(kw)
+
+
+class Topology:
+    """A fabric and the VMs attached to it, booted together.
+
+    t.a / t['a'] are the VMs, t.fabric the Fabric (or None), t.vms the list.
+    """
+
+    def __init__(self, workdir, kernel, initrd, cfg=None):
+        cfg = dict(CONFIG, **(cfg or {}))
+        self.workdir = Path(workdir)
+        self.fabric = None
+        if cfg['fabric']:
+            self.fabric = Fabric(self.workdir / 'fabric.sock',
+                                 size=cfg['fabric_size'],
+                                 vectors=cfg['vectors'],
+                                 binary=cfg['fabric_binary'])
+        self.vms = [VM(n, self.workdir, kernel, initrd,
+                       fabrics=[self.fabric] if self.fabric else [],
+                       mem=cfg['mem'], smp=cfg['smp'], append=cfg['append'],
+                       extra_args=cfg['vm_args'].get(n, ()))
+                    for n in cfg['vms']]
+        self.dirty = None
+        self.boot_time = None
+
+    def __getitem__(self, name):
+        for vm in self.vms:
+            if vm.name == name:
+                return vm
+        raise KeyError(name)
+
+    def __getattr__(self, name):
+        if name.startswith('_') or name in ('vms', 'fabric'):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def boot(self):
+        t0 = time.monotonic()
+        if self.fabric:
+            self.fabric.start()
+        for vm in self.vms:		# start all, then wait: they boot in parallel
+            vm.start()
+        for vm in self.vms:
+            vm.wait_ready()
+        self.boot_time = time.monotonic() - t0
+        info('topology up in %.1fs (%s)' % (self.boot_time, ', '.join(
+            '%s %.1fs' % (vm.name, vm.boot_time) for vm in self.vms)))
+        return self
+
+    def mark_dirty(self, why='requested by the case'):
+        """Boot a fresh topology before the next case."""
+        self.dirty = why
+
+    def health(self):
+        """None if reusable, else why not."""
+        if self.dirty:
+            return self.dirty
+        if self.fabric and not self.fabric.alive():
+            return 'fabric died'
+        for vm in self.vms:
+            if not vm.alive():
+                return f'{vm.name} is not running'
+            if vm.broken or vm.stale or vm.stopped:
+                return f'{vm.name}: {vm.broken or vm.stale or "stopped"}'
+        return None
+
+    def teardown(self):
+        for vm in self.vms:
+            vm.kill(signal.SIGCONT)
+            vm.kill(signal.SIGKILL)
+            vm._close()
+        if self.fabric:
+            self.fabric.stop()
+
+
+# --------------------------------------------------------------------------
+# runner
+# --------------------------------------------------------------------------
+
+class Case:
+    def __init__(self, name, func, fresh, splat_ok):
+        self.name, self.func, self.fresh, self.splat_ok = name, func, fresh, splat_ok
+
+
+CASES = []
+
+
+def case(name, fresh=False, splat_ok=False):
+    """Register a test case: func(t) gets the Topology.
+
+    fresh: boot a new topology for this case.  splat_ok: do not fail the case
+    on kernel splats (for cases that provoke them on purpose).
+    """
+    def deco(func):
+        if any(c.name == name for c in CASES):
+            raise ValueError(f'duplicate case {name}')
+        CASES.append(Case(name, func, fresh, splat_ok))
+        return func
+    return deco
+
+
+def _matches(name, patterns):
+    if not patterns:
+        return True
+    for p in patterns:
+        if any(ch in p for ch in '*?['):
+            if fnmatch.fnmatchcase(name, p):
+                return True
+        elif p in name:
+            return True
+    return False
+
+
+def _settle(vms, quiet=0.3, limit=2.0):
+    """Wait until the consoles stop growing (late printk after a command)."""
+    end = time.monotonic() + limit
+    last = None
+    while time.monotonic() < end:
+        cur = [vm.console_mark() for vm in vms]
+        if cur == last:
+            return
+        last = cur
+        time.sleep(quiet)
+
+
+def _failure_location(exc):
+    tb = traceback.extract_tb(exc.__traceback__)
+    for fr in reversed(tb):
+        if Path(fr.filename).resolve() != Path(__file__).resolve():
+            return f'{Path(fr.filename).name}:{fr.lineno}: {fr.line}'
+    return ''
+
+
+def _reason(exc):
+    if isinstance(exc, CaseFailure):
+        return str(exc) or 'assertion failed'
+    if isinstance(exc, AssertionError):
+        return str(exc) or ('assertion failed at ' + _failure_location(exc))
+    if isinstance(exc, HarnessError):
+        return f'{type(exc).__name__}: {exc}'
+    return (f'{type(exc).__name__}: {exc} (at {_failure_location(exc)})')
+
+
+def _remove_stale_runs(runs):
+    """Remove work dirs left by harness runs that were killed (-9)."""
+    for d in runs.glob('run.*'):
+        try:
+            pid = int((d / 'harness.pid').read_text())
+            os.kill(pid, 0)
+            continue			# still running
+        except ProcessLookupError:
+            pass
+        except (OSError, ValueError):
+            continue			# no pid file: kept on purpose, or not ours
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main(argv=None):
+    import argparse
+    ap = argparse.ArgumentParser(description='pcinet QEMU tests')
+    ap.add_argument('-k', action='append', default=[], metavar='PATTERN',
+                    help='run cases whose name contains PATTERN (or matches '
+                    'it as a shell glob); repeatable; default: $TESTS')
+    ap.add_argument('-l', '--list', action='store_true', help='list cases')
+    ap.add_argument('--keep', action='store_true',
+                    help='keep the work dir (logs); also PCINET_KEEP=1')
+    args = ap.parse_args(argv)
+
+    patterns = args.k or os.environ.get('TESTS', '').replace(',', ' ').split()
+    selected = [c for c in CASES if _matches(c.name, patterns)]
+    if args.list:
+        for c in selected:
+            print(c.name)
+        return 0
+    if not selected:
+        if patterns:
+            print(f'no case matches {" ".join(patterns)!r} '
+                  f'(cases: {" ".join(c.name for c in CASES)})')
+        print('0 passed, 0 failed')
+        return 1 if patterns else 0
+
+    keep = args.keep or os.environ.get('PCINET_KEEP') == '1'
+    env = load_env()
+    runs = BUILD / 'qemu-run'
+    runs.mkdir(parents=True, exist_ok=True)
+    _remove_stale_runs(runs)
+    workdir = Path(tempfile.mkdtemp(prefix='run.', dir=runs))
+    if len(str(workdir / 'fabric.sock')) > 100:	# sun_path is 108 bytes
+        shutil.rmtree(workdir)
+        workdir = Path(tempfile.mkdtemp(prefix='pcinet-run.'))
+    (workdir / 'harness.pid').write_text(f'{os.getpid()}\n')
+    info(f'work dir {workdir}')
+
+    passed = failed = 0
+    topo = None
+    boot_failures = 0
+
+    def on_term(*_):
+        raise KeyboardInterrupt
+    old_term = signal.signal(signal.SIGTERM, on_term)
+    try:
+        initrd = build_initramfs(workdir / 'initramfs.cpio.gz',
+                                 CONFIG['extra_modules'], env)
+        for c in selected:
+            t0 = time.monotonic()
+            marks = {}
+            reason = None
+            try:
+                if topo is not None:
+                    why = 'fresh topology requested' if c.fresh else topo.health()
+                    if why:
+                        info(f'rebooting the topology: {why}')
+                        topo.teardown()
+                        topo = None
+                if topo is None:
+                    if boot_failures >= 2:
+                        raise HarnessError('topology failed to boot twice, '
+                                           'not trying again')
+                    topo = Topology(workdir, env['VMLINUZ'], initrd)
+                    marks = {vm.name: vm.console_mark() for vm in topo.vms}
+                    boot_failures += 1
+                    topo.boot()
+                    boot_failures = 0
+                else:
+                    marks = {vm.name: vm.console_mark() for vm in topo.vms}
+                c.func(topo)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:	# noqa: B902 - report everything
+                reason = _reason(e)
+            if topo is not None:
+                _settle(topo.vms)
+                if reason is None and not c.splat_ok:
+                    for vm in topo.vms:
+                        splats = dmesg_check(vm.console_since(marks.get(vm.name, 0)))
+                        if splats:
+                            reason = (f'kernel splat on {vm.name}: {splats[0]}'
+                                      + (f' (+{len(splats) - 1} more)'
+                                         if len(splats) > 1 else ''))
+                            break
+            dt = time.monotonic() - t0
+            if reason is None:
+                passed += 1
+                print(f'[ OK ] {c.name} ({dt:.1f}s)', flush=True)
+                continue
+            failed += 1
+            first, _, rest = reason.partition('\n')
+            print(f'[FAIL] {c.name}: {first}')
+            if rest:
+                print(_indent(rest))
+            if topo is not None:
+                for vm in topo.vms:
+                    text = _printable(vm.console_since(marks.get(vm.name, 0)))
+                    lines = text.splitlines()[-80:]
+                    print(f'    --- {vm.name} console (last {len(lines)} lines '
+                          f'since the case started) ---')
+                    if lines:
+                        print(_indent('\n'.join(lines), '    | '))
+                if topo.fabric and not topo.fabric.alive():
+                    print('    --- fabric log ---')
+                    print(_indent(_tail(topo.fabric.log, 20), '    | '))
+                topo.mark_dirty(f'case {c.name} failed')
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        print('interrupted', flush=True)
+        failed += 1
+    except HarnessError as e:
+        print(f'harness error: {e}', flush=True)
+        failed += 1
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+        if topo is not None:
+            topo.teardown()
+        if keep:
+            (workdir / 'harness.pid').unlink()	# so no later run removes it
+            info(f'kept {workdir}')
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(f'{passed} passed, {failed} failed', flush=True)
+    return 1 if failed else 0

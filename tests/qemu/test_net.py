@@ -1,0 +1,405 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""pcinet0 as users meet it: two QEMU guests joined by pcinet-fabric.
+
+    +-------- a --------+      pcinet-fabric       +-------- b --------+
+    | pcinet0 10.77.0.1 |<==== ivshmem-doorbell ==>| pcinet0 10.77.0.2 |
+    +-------------------+                          +-------------------+
+
+The forwarding case adds its own three-machine topology:
+
+    a (10.78.1.1) <== fabric 1 ==> b (10.78.1.2 | 10.78.2.2) <== fabric 2 ==> c (10.78.2.3)
+
+Every case states what a user relies on and fails if it does not hold;
+speeds are not asserted here (that is `make bench`).
+"""
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pcinet_harness as h  # noqa: E402
+
+KO = '/lib/modules/extra/pcinet.ko'
+IP = {'a': '10.77.0.1', 'b': '10.77.0.2'}
+PEER = {'a': 'b', 'b': 'a'}
+
+h.configure(extra_modules=[h.ROOT / 'drivers/net/pcinet/pcinet.ko'])
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+def load(vm, ifname='pcinet0', addr=None, mtu=None):
+    """Load the module if needed and configure ifname with addr/24."""
+    addr = addr or IP[vm.name]
+    vm.run(f"grep -q '^pcinet ' /proc/modules || insmod {KO}")
+    vm.run(f'for i in $(seq 50); do [ -e /sys/class/net/{ifname} ] && break; '
+           f'usleep 100000; done; ip addr flush dev {ifname} && '
+           f'ip addr add {addr}/24 dev {ifname} && ip link set {ifname} up'
+           + (f' mtu {mtu}' if mtu else ''))
+
+
+def wait_carrier(vm, want, timeout=10.0, ifname='pcinet0'):
+    """Poll carrier inside the guest; return seconds it took (guest clock).
+
+    Fails the case if carrier is not `want` within timeout."""
+    tenths = int(timeout * 20)
+    out = vm.run(
+        f'read t0 _ </proc/uptime; i=0; '
+        f'while [ $i -lt {tenths} ]; do '
+        f'  c=$(cat /sys/class/net/{ifname}/carrier 2>/dev/null || echo 0); '
+        f'  [ "$c" = {want} ] && break; usleep 50000; i=$((i+1)); done; '
+        f'read t1 _ </proc/uptime; echo "$c $t0 $t1"', timeout=timeout + 30)
+    c, t0, t1 = out.split()[-3:]
+    h.expect(c == str(want), f'{vm.name}: carrier is {c}, wanted {want} '
+             f'within {timeout}s')
+    return float(t1) - float(t0)
+
+
+def ping(src, dst_ip, count=3, size=56, timeout=30):
+    rc, out = src.sh(f'ping -c {count} -s {size} -W 5 {dst_ip}', timeout)
+    return rc == 0 and f'{count} packets received' in out, out
+
+
+def link_up(t, mtu=None):
+    """Both sides loaded, configured and answering pings."""
+    for vm in (t.a, t.b):
+        load(vm, mtu=mtu)
+    for vm in (t.a, t.b):
+        wait_carrier(vm, 1, timeout=15)
+    ok, out = ping(t.a, IP['b'], count=1)
+    if not ok:		# first packet may race ARP on a slow guest
+        ok, out = ping(t.a, IP['b'], count=2)
+    h.expect(ok, 'a cannot ping b:\n' + out)
+
+
+def stat(vm, name, ifname='pcinet0'):
+    out = vm.run(f'ethtool -S {ifname}')
+    for line in out.splitlines():
+        k, _, v = line.strip().partition(':')
+        if k == name:
+            return int(v)
+    raise h.CaseFailure(f'{vm.name}: no {name} in ethtool -S:\n{out}')
+
+
+def tcp_transfer(src, dst, dst_ip, mib, port=5001, timeout=600):
+    """Send mib MiB of random data src -> dst over TCP; compare sha256
+    and length."""
+    n = mib * 1024 * 1024
+    dst.run(f'rm -f /tmp/rx.sha; (socat -u TCP-LISTEN:{port},reuseaddr '
+            f'STDOUT | sha256sum >/tmp/rx.sha.part && mv /tmp/rx.sha.part '
+            f'/tmp/rx.sha) >/dev/null 2>&1 &')
+    src.run(f'[ -s /tmp/tx.{mib} ] || head -c {n} /dev/urandom >/tmp/tx.{mib}; '
+            f'sha256sum </tmp/tx.{mib} >/tmp/tx.sha', timeout=timeout)
+    src.run(f'for i in $(seq 50); do socat -u FILE:/tmp/tx.{mib} '
+            f'TCP:{dst_ip}:{port} 2>/tmp/socat.err && exit 0; '
+            f'usleep 200000; done; cat /tmp/socat.err; exit 1', timeout=timeout)
+    dst.run('for i in $(seq 300); do [ -e /tmp/rx.sha ] && break; '
+            'usleep 100000; done; [ -e /tmp/rx.sha ]', timeout=60)
+    tx = src.run('cat /tmp/tx.sha').split()[0]
+    rx = dst.run('cat /tmp/rx.sha').split()[0]
+    h.expect(tx == rx, f'{src.name}->{dst.name} {mib} MiB: sha256 differs '
+             f'(sent {tx}, received {rx})')
+
+
+def iperf(client, server, server_ip, args='', secs=4, timeout=120):
+    """Run iperf3 client -> server; return the parsed JSON result."""
+    import json
+    server.run('killall iperf3 >/dev/null 2>&1; '
+               'iperf3 -s -1 -D >/dev/null 2>&1; usleep 300000')
+    out = client.run(f'iperf3 -J -c {server_ip} -t {secs} {args}',
+                     timeout=timeout)
+    try:
+        return json.loads(out[out.index('{'):])
+    except ValueError as e:
+        raise h.CaseFailure(f'iperf3 output not JSON ({e}):\n{out[-2000:]}')
+
+
+# --------------------------------------------------------------------------
+# cases
+# --------------------------------------------------------------------------
+
+@h.case('net-load-unload')
+def _(t):
+    """The module binds, creates pcinet0, unloads cleanly, and loads again."""
+    for vm in (t.a, t.b):
+        load(vm)
+    link_up(t)
+    for vm in (t.a, t.b):
+        vm.run('rmmod pcinet')
+        vm.run('! [ -e /sys/class/net/pcinet0 ]')
+    for i in range(2):
+        link_up(t)
+        t.b.run('rmmod pcinet')
+        wait_carrier(t.a, 0, timeout=5)
+    link_up(t)
+
+
+@h.case('net-ivshmem-other-users')
+def _(t):
+    """An ivshmem device without a pcinet header is left alone."""
+    link_up(t)
+    out = t.a.run('dmesg | grep -c "no pcinet header" || true')
+    # Our topology has only pcinet windows: the driver must have bound all.
+    h.expect(out.strip() == '0', 'a pcinet window was refused')
+    n = t.a.run('ls /sys/bus/pci/drivers/pcinet/ | grep -c "^0000:" || true')
+    h.expect(n.strip() == '1', f'expected one bound device, got {n.strip()}')
+
+
+@h.case('net-ping')
+def _(t):
+    """Ping works both ways."""
+    link_up(t)
+    for src in (t.a, t.b):
+        ok, out = ping(src, IP[PEER[src.name]], count=5)
+        h.expect(ok, f'{src.name} -> {PEER[src.name]} ping failed:\n{out}')
+
+
+@h.case('net-ping-sizes')
+def _(t):
+    """Every ICMP payload size 0..1600 and large ones up to 65507 arrive."""
+    link_up(t)
+    out = t.a.run(
+        'bad=; for s in $(seq 0 1600) 2000 4000 8000 8972 9000 16000 32000 '
+        '48000 64000 65000 65507; do '
+        f'  ping -c 1 -W 3 -s $s {IP["b"]} >/dev/null 2>&1 || '
+        f'  ping -c 1 -W 3 -s $s {IP["b"]} >/dev/null 2>&1 || bad="$bad $s"; '
+        'done; echo "bad:$bad"', timeout=900)
+    h.expect(out.strip().endswith('bad:'), 'sizes that got no reply:'
+             + out.strip().split('bad:')[-1])
+
+
+@h.case('net-tcp-256M')
+def _(t):
+    """256 MiB of random data each way over TCP, sha256 equal at both ends."""
+    link_up(t)
+    tcp_transfer(t.a, t.b, IP['b'], 256)
+    tcp_transfer(t.b, t.a, IP['a'], 256)
+    for vm in (t.a, t.b):
+        vm.run('rm -f /tmp/tx.*')
+
+
+@h.case('net-iperf3-tcp')
+def _(t):
+    """iperf3 TCP each way moves data; no retransmissions needed."""
+    link_up(t)
+    for c, s in ((t.a, t.b), (t.b, t.a)):
+        r = iperf(c, s, IP[s.name])
+        rx = r['end']['sum_received']['bytes']
+        h.expect(rx > 0, f'{c.name}->{s.name}: nothing received')
+        h.info(f'{c.name}->{s.name} tcp '
+               f'{r["end"]["sum_received"]["bits_per_second"] / 1e6:.0f} Mbit/s')
+
+
+@h.case('net-iperf3-udp')
+def _(t):
+    """iperf3 UDP each way: datagrams arrive, none out of order."""
+    link_up(t)
+    for c, s in ((t.a, t.b), (t.b, t.a)):
+        r = iperf(c, s, IP[s.name], args='-u -b 100M -l 1400')
+        summ = r['end']['sum']
+        st = r['end']['streams'][0]['udp']
+        h.expect(summ['packets'] > 0 and summ['lost_percent'] < 100,
+                 f'{c.name}->{s.name}: no UDP datagram arrived: {summ}')
+        h.expect(st.get('out_of_order', 0) == 0,
+                 f'{c.name}->{s.name}: {st.get("out_of_order")} out of order')
+
+
+@h.case('net-mtu')
+def _(t):
+    """MTU 68..65535 settable; traffic intact at 1500, 9000 and 65535."""
+    link_up(t)
+    t.a.run('ip link set pcinet0 mtu 68 && ip link set pcinet0 mtu 65535')
+    for bad in (67, 65536):
+        rc, _ = t.a.sh(f'ip link set pcinet0 mtu {bad}')
+        h.expect(rc != 0, f'mtu {bad} was accepted')
+    try:
+        for mtu in (1500, 9000, 65535):
+            for vm in (t.a, t.b):
+                vm.run(f'ip link set pcinet0 mtu {mtu}')
+            ok, out = ping(t.a, IP['b'], count=2, size=mtu - 28)
+            h.expect(ok, f'mtu {mtu}: full-size ping failed:\n{out}')
+            tcp_transfer(t.a, t.b, IP['b'], 16, port=5100 + mtu % 100)
+            tcp_transfer(t.b, t.a, IP['a'], 16, port=5200 + mtu % 100)
+    finally:
+        for vm in (t.a, t.b):
+            vm.sh('ip link set pcinet0 mtu 1500; rm -f /tmp/tx.*')
+
+
+@h.case('net-ethtool')
+def _(t):
+    """ethtool -i names the driver and device; -S counts what happened."""
+    link_up(t)
+    out = t.a.run('ethtool -i pcinet0')
+    h.expect('driver: pcinet' in out, 'ethtool -i:\n' + out)
+    h.expect('bus-info: 0000:' in out, 'no PCI bus-info:\n' + out)
+    before = stat(t.a, 'tx_packets'), stat(t.b, 'rx_packets')
+    ok, out = ping(t.a, IP['b'], count=10)
+    h.expect(ok, out)
+    after = stat(t.a, 'tx_packets'), stat(t.b, 'rx_packets')
+    h.expect(after[0] - before[0] >= 10 and after[1] - before[1] >= 10,
+             f'counters did not move: {before} -> {after}')
+    for name in ('tx_doorbells', 'interrupts', 'rx_polls'):
+        h.expect(stat(t.a, name) > 0, f'{name} is 0')
+    out = t.a.run('ethtool -k pcinet0')
+    for feat in ('tcp-segmentation-offload: on', 'tx-checksumming: on',
+                 'scatter-gather: on'):
+        h.expect(feat in out, f'offload not on: {feat}')
+
+
+@h.case('net-tcpdump')
+def _(t):
+    """tcpdump on pcinet0 sees the traffic."""
+    link_up(t)
+    t.b.run('rm -f /tmp/td.out; (tcpdump -n -l -i pcinet0 -c 4 icmp '
+            '>/tmp/td.out 2>/tmp/td.err &) ; usleep 1500000')
+    ok, out = ping(t.a, IP['b'], count=4)
+    h.expect(ok, out)
+    out = t.b.run('for i in $(seq 50); do [ $(grep -c ICMP /tmp/td.out) -ge 4 ]'
+                  ' && break; usleep 100000; done; cat /tmp/td.out; '
+                  'killall tcpdump 2>/dev/null; true')
+    h.expect(out.count('ICMP echo request') >= 2 and
+             out.count('ICMP echo reply') >= 2, 'tcpdump saw:\n' + out)
+
+
+@h.case('net-link-down-up')
+def _(t):
+    """`ip link set pcinet0 down` on one side takes the other's carrier."""
+    link_up(t)
+    for vm in (t.a, t.b):
+        peer = t[PEER[vm.name]]
+        vm.run('ip link set pcinet0 down')
+        wait_carrier(peer, 0, timeout=3)
+        vm.run('ip link set pcinet0 up')
+        wait_carrier(peer, 1, timeout=5)
+        wait_carrier(vm, 1, timeout=5)
+        ok, out = ping(peer, IP[vm.name], count=2)
+        h.expect(ok, f'after {vm.name} down/up:\n{out}')
+
+
+@h.case('net-reload-under-traffic')
+def _(t):
+    """rmmod/insmod on one side while the other sends: link comes back."""
+    link_up(t)
+    t.b.run('killall iperf3 >/dev/null 2>&1; iperf3 -s -D >/dev/null 2>&1')
+    t.a.run(f'(iperf3 -c {IP["b"]} -t 30 >/tmp/ip.log 2>&1 &); usleep 2000000')
+    for i in range(3):
+        t.b.run('rmmod pcinet')
+        wait_carrier(t.a, 0, timeout=5)
+        load(t.b)
+        wait_carrier(t.a, 1, timeout=10)
+    # and unload the sender's side mid-stream too
+    t.a.run('rmmod pcinet')
+    t.a.run('killall iperf3 >/dev/null 2>&1; true')
+    t.b.run('killall iperf3 >/dev/null 2>&1; true')
+    link_up(t)
+    ok, out = ping(t.a, IP['b'], count=3)
+    h.expect(ok, out)
+
+
+@h.case('net-kill9-peer')
+def _(t):
+    """kill -9 one QEMU mid-transfer; restart it; the survivor recovers
+    without being touched (no command runs on a after the kill but
+    observation)."""
+    link_up(t)
+    t.a.run('killall iperf3 >/dev/null 2>&1; iperf3 -s -D >/dev/null 2>&1')
+    t.b.run(f'(iperf3 -c {IP["a"]} -t 60 >/dev/null 2>&1 &); usleep 2000000')
+    t.b.kill(signal.SIGKILL)
+    took = wait_carrier(t.a, 0, timeout=5)
+    h.info(f'carrier down on a {took:.2f}s after b was killed')
+    t.b.restart()
+    load(t.b)
+    wait_carrier(t.b, 1, timeout=15)
+    took = wait_carrier(t.a, 1, timeout=15)
+    ok, out = ping(t.b, IP['a'], count=3)
+    h.expect(ok, 'after restart:\n' + out)
+    t.a.run('killall iperf3 >/dev/null 2>&1; true')
+
+
+@h.case('net-sigstop-peer')
+def _(t):
+    """A frozen peer takes carrier down within 1 s; it comes back after."""
+    link_up(t)
+    t.b.kill(signal.SIGSTOP)
+    try:
+        took = wait_carrier(t.a, 0, timeout=5)
+    finally:
+        t.b.kill(signal.SIGCONT)
+    h.info(f'carrier down on a {took:.2f}s after SIGSTOP of b')
+    h.expect(took <= 1.0, f'carrier took {took:.2f}s to drop (limit 1 s)')
+    wait_carrier(t.a, 1, timeout=15)
+    wait_carrier(t.b, 1, timeout=15)
+    ok, out = ping(t.a, IP['b'], count=3)
+    h.expect(ok, 'after SIGCONT:\n' + out)
+
+
+@h.case('net-bad-peer')
+def _(t):
+    """A peer writing garbage into our inbox costs a link reset at most."""
+    link_up(t)
+    # b scribbles over a's inbox (control and data) through its own BAR.
+    rc, out = t.b.sh('pcinet-poke garbage 2000', timeout=120)
+    h.expect(rc == 0, 'pcinet-poke failed:\n' + out)
+    # b then reloads its driver: a clean restart of the peer.
+    t.b.run('rmmod pcinet')
+    link_up(t)
+    ok, out = ping(t.a, IP['b'], count=3)
+    h.expect(ok, 'after the garbage:\n' + out)
+    a_log = t.a.run('dmesg | grep -c "bad peer data" || true')
+    h.info(f'a reported bad peer data {a_log.strip()} times')
+
+
+@h.case('net-forward-3-machines', fresh=True)
+def _(t):
+    """b has links to a and c and forwards between them."""
+    t.teardown()
+    t.mark_dirty('three-machine topology used')
+    wd = t.workdir
+    f1 = h.Fabric(wd / 'fab1.sock')
+    f2 = h.Fabric(wd / 'fab2.sock')
+    env = h.load_env(run_setup=False)
+    initrd = wd / 'initramfs.cpio.gz'
+    a = h.VM('fa', wd, env['VMLINUZ'], initrd, fabrics=[f1])
+    b = h.VM('fb', wd, env['VMLINUZ'], initrd, fabrics=[f1, f2])
+    c = h.VM('fc', wd, env['VMLINUZ'], initrd, fabrics=[f2])
+    vms = (a, b, c)
+    try:
+        f1.start()
+        f2.start()
+        for vm in vms:
+            vm.start()
+        for vm in vms:
+            vm.wait_ready()
+        load(a, addr='10.78.1.1')
+        load(b, 'pcinet0', addr='10.78.1.2')
+        load(b, 'pcinet1', addr='10.78.2.2')
+        load(c, addr='10.78.2.3')
+        b.run('echo 1 >/proc/sys/net/ipv4/ip_forward')
+        a.run('ip route add 10.78.2.0/24 via 10.78.1.2')
+        c.run('ip route add 10.78.1.0/24 via 10.78.2.2')
+        wait_carrier(a, 1, timeout=15)
+        wait_carrier(c, 1, timeout=15)
+        ok, out = ping(a, '10.78.2.3', count=3)
+        if not ok:
+            ok, out = ping(a, '10.78.2.3', count=3)
+        h.expect(ok, 'a cannot reach c through b:\n' + out)
+        tcp_transfer(a, c, '10.78.2.3', 32)
+        tcp_transfer(c, a, '10.78.1.1', 32)
+        for vm in vms:
+            splats = h.dmesg_check(vm.console_log())
+            h.expect(not splats, f'{vm.name}: {splats[:1]}')
+    finally:
+        for vm in vms:
+            vm.kill(signal.SIGKILL)
+            vm._close()
+        f1.stop()
+        f2.stop()
+
+
+if __name__ == '__main__':
+    raise SystemExit(h.main())
