@@ -58,6 +58,7 @@
 
 #define NR_SLOTS		2		/* a pcinet link has two sides */
 #define MAX_VECTORS		16
+#define IVSHMEM_MAX_ID		0xfffe		/* QEMU peer IDs are 16 bits */
 #define DEF_VECTORS		3		/* PCINET_NR_VEC */
 #define DEF_SIZE		(16ULL << 20)
 #define MIN_SIZE		(4ULL << 20)
@@ -83,6 +84,7 @@ struct peer {
 	bool dead;		/* a send to it failed: disconnect it */
 	int sock;
 	pid_t pid;		/* from SO_PEERCRED, for the log only */
+	unsigned int id;	/* ivshmem peer ID; id % 2 == slot */
 	int efd[MAX_VECTORS];	/* eventfds to ring this peer's vectors */
 };
 
@@ -108,7 +110,15 @@ static struct {
 	bool sock_bound;
 	bool pid_written;
 	struct peer peer[NR_SLOTS];
+	/*
+	 * Next ivshmem peer ID per slot.  QEMU 7.2 frees a departed peer's
+	 * eventfd array but keeps using it when the same ID comes back
+	 * (a use-after-free that crashes the survivor), so an ID is never
+	 * reused: each attach takes the next one of the slot's parity.
+	 */
+	unsigned int next_id[NR_SLOTS];
 } fab = {
+	.next_id = { 0, 1 },
 	.size = DEF_SIZE,
 	.nr_vectors = DEF_VECTORS,
 	.listen_fd = -1,
@@ -694,7 +704,7 @@ static void drop_peer(unsigned int slot, const char *why)
 	p->in_use = false;
 	bump_epoch(slot);	/* even: detached */
 	q = other_live(slot);
-	if (q && p->announced && send_msg(q->sock, slot, -1) < 0) {
+	if (q && p->announced && send_msg(q->sock, p->id, -1) < 0) {
 		log_err("peer %u: cannot send leave notification: %s", !slot, strerror(errno));
 		q->dead = true;
 	}
@@ -707,7 +717,8 @@ static void drop_peer(unsigned int slot, const char *why)
 	close_eventfds(p);
 	p->announced = false;
 	p->dead = false;
-	log_info("peer %u left (pid %ld): %s", slot, (long)p->pid, why);
+	log_info("peer %u (id %u) left (pid %ld): %s", slot, p->id, (long)p->pid,
+		 why);
 }
 
 /* Drop clients whose sockets failed; dropping one may fail sends to another. */
@@ -774,6 +785,15 @@ static void new_client(int sock)
 			return;
 		}
 	}
+	if (fab.next_id[slot] > IVSHMEM_MAX_ID) {
+		log_info("refusing client (pid %ld): peer IDs exhausted", (long)cred.pid);
+		close_eventfds(p);
+		close(sock);
+		return;
+	}
+	p->id = fab.next_id[slot];
+	fab.next_id[slot] += NR_SLOTS;
+	__atomic_store_n(&fab.hdr->doorbell_id[slot], htole32(p->id), __ATOMIC_RELEASE);
 	p->sock = sock;
 	p->pid = cred.pid;
 	p->in_use = true;
@@ -789,20 +809,20 @@ static void new_client(int sock)
 	/* Steps 1-5 of the protocol, see the top of the file. */
 	q = other_live(slot);
 	if (send_msg(sock, IVSHMEM_PROTO_VERSION, -1) < 0 ||
-	    send_msg(sock, slot, -1) < 0 ||
+	    send_msg(sock, p->id, -1) < 0 ||
 	    send_msg(sock, IVSHMEM_SHM_MSG, fab.shm_fd) < 0 ||
-	    (q && send_eventfds(sock, !slot, q) < 0) ||
-	    send_eventfds(sock, slot, p) < 0) {
+	    (q && send_eventfds(sock, q->id, q) < 0) ||
+	    send_eventfds(sock, p->id, p) < 0) {
 		log_err("peer %u (pid %ld): setup failed: %s", slot, (long)cred.pid,
 			strerror(errno));
 		drop_peer(slot, "setup failed");
 		return;
 	}
-	log_info("peer %u joined (pid %ld)", slot, (long)cred.pid);
+	log_info("peer %u (id %u) joined (pid %ld)", slot, p->id, (long)cred.pid);
 
 	/* Step 6 for the other peer: here are the new peer's doorbells. */
 	if (q) {
-		if (send_eventfds(q->sock, slot, p) < 0) {
+		if (send_eventfds(q->sock, p->id, p) < 0) {
 			log_err("peer %u: cannot send join notification: %s", !slot,
 				strerror(errno));
 			q->dead = true;

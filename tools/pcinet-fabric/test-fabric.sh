@@ -152,19 +152,19 @@ check "peer 1's vector 0 is rung after the leave" rung_again
 
 D=$T/d.out
 "$CLIENT" -S "$S" -1 >"$D" 2>&1
-check "a new client gets id 0 again, epoch 3,1" \
-	eval 'grep -q "^setup done id=0" "$D" && grep -q "^shm .* epoch=3,1 state=up,up" "$D"'
-check "peer 1 sees the new peer 0 come and go" \
-	wait_for "$B" "^peer 0 left epoch=4,1 state=down,up"
+check "a new client takes side 0 with a fresh id 2, epoch 3,1" \
+	eval 'grep -q "^setup done id=2" "$D" && grep -q "^shm .* epoch=3,1 state=up,up" "$D"'
+check "peer 1 sees the new peer (id 2) come and go" \
+	wait_for "$B" "^peer 2 left epoch=4,1 state=down,up"
 
 # No fd leak across many attach/detach cycles.
-wait_for "$L" "peer 0 left .*pid" >/dev/null
+wait_for "$L" "peer 0 \\(id 2\\) left .*pid" >/dev/null
 sleep 0.2
 before=$(nfds $FP)
 for i in $(seq 50); do
 	"$CLIENT" -S "$S" -1 >/dev/null 2>&1
 done
-wait_for "$B" "^peer 0 left epoch=104,1 " 100
+wait_for "$B" "^peer [0-9]* left epoch=104,1 " 100
 after=$(nfds $FP)
 check "no fd leak over 50 connect/disconnect cycles ($before -> $after fds)" \
 	eval '[ "$before" -gt 0 ] && [ "$before" -eq "$after" ]'
@@ -222,7 +222,7 @@ if command -v qemu-system-x86_64 >/dev/null; then
 	pids+=("$QP")
 	check "qemu ivshmem-doorbell attaches as peer 1 with 3 vectors" \
 		eval 'wait_for "$T/f.out" "^peer 1 joined vectors=3" 100 &&
-		      wait_for "$L" "peer 1 joined"'
+		      wait_for "$L" "peer 1 \\(id 1\\) joined"'
 	kill $QP
 	wait $QP 2>/dev/null
 	check "qemu reports no ivshmem errors" eval '! grep -qi "ivshmem\|error" "$Q"'

@@ -2,8 +2,9 @@
 /*
  * pcinet backend for QEMU's ivshmem-doorbell device (PCI 1af4:1110).
  *
- * BAR0 holds the registers (IVPosition: our peer ID, which is our side of
- * the window; Doorbell: write peer << 16 | vector to interrupt the peer),
+ * BAR0 holds the registers (IVPosition: our peer ID, whose low bit is our
+ * side of the window; Doorbell: write peer ID << 16 | vector to interrupt
+ * a peer; the peer's current ID is in the window header, doorbell_id),
  * BAR1 the MSI-X table, BAR2 the shared memory, which is plain RAM on the
  * host and so mapped write-back.  The backend knows nothing of packets:
  * it maps the window, rings doorbells and forwards interrupts.
@@ -36,7 +37,8 @@
  * @pdev: the device
  * @regs: BAR0
  * @win: BAR2, mapped write-back
- * @peer: the peer's ID, for the doorbell register
+ * @hdr: the window header, at the start of @win
+ * @peer: the peer's side of the window
  * @nr_vectors: MSI-X vectors in use
  * @link: the link on top
  * @vec: per-vector interrupt context
@@ -46,6 +48,7 @@ struct pcinet_ivshmem {
 	struct pci_dev *pdev;
 	void __iomem *regs;
 	void *win;
+	const struct pcinet_win_hdr *hdr;
 	u32 peer;
 	unsigned int nr_vectors;
 	struct pcinet_link *link;
@@ -59,8 +62,10 @@ struct pcinet_ivshmem {
 static void pcinet_ivshmem_notify(void *bdata, unsigned int vector)
 {
 	struct pcinet_ivshmem *iv = bdata;
+	u32 id = le32_to_cpu(READ_ONCE(iv->hdr->doorbell_id[iv->peer]));
 
-	writel(iv->peer << 16 | vector, iv->regs + IVSHMEM_DOORBELL);
+	/* The ID is the platform's word; the register takes 16 bits of it. */
+	writel((id & 0xffff) << 16 | vector, iv->regs + IVSHMEM_DOORBELL);
 }
 
 static const struct pcinet_backend_ops pcinet_ivshmem_ops = {
@@ -137,12 +142,8 @@ static int pcinet_ivshmem_probe(struct pci_dev *pdev,
 	iv->regs = pcim_iomap(pdev, IVSHMEM_REG_BAR, 0);
 	if (!iv->regs)
 		return -ENOMEM;
-	pos = readl(iv->regs + IVSHMEM_IV_POSITION);
-	if (pos > 1) {
-		dev_err(&pdev->dev, "peer ID %u: a pcinet window has sides 0 and 1\n",
-			pos);
-		return -ENODEV;
-	}
+	iv->hdr = iv->win;
+	pos = readl(iv->regs + IVSHMEM_IV_POSITION) & 1;
 	iv->peer = !pos;
 
 	err = pci_alloc_irq_vectors(pdev, 1, PCINET_NR_VEC, PCI_IRQ_MSIX);

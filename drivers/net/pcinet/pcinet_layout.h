@@ -98,7 +98,11 @@ struct pcinet_win_side {
  *	detaches: odd while side i is attached.  A side that sees its
  *	peer's epoch change knows the peer went away, even if the peer
  *	could not say so itself (killed, powered off).
- * @reserved1: zero
+ * @doorbell_id: platform address of side i's doorbell, written by the
+ *	platform before side i attaches.  For ivshmem it is the peer ID to
+ *	write into the peer's Doorbell register; its low bit is the side.
+ *	(QEMU 7.2 cannot take a peer ID back after its owner left, so the
+ *	fabric hands out a new one on every attach.)
  *
  * The sides only read the header.
  */
@@ -111,7 +115,7 @@ struct pcinet_win_hdr {
 	__le32 reserved0;
 	struct pcinet_win_side side[2];
 	__le32 attach_epoch[2];
-	__le32 reserved1[2];
+	__le32 doorbell_id[2];
 };
 
 /**
@@ -207,6 +211,7 @@ static_assert(sizeof(struct pcinet_win_side) == 24);
 static_assert(sizeof(struct pcinet_win_hdr) == 88);
 static_assert(offsetof(struct pcinet_win_hdr, side) == 24);
 static_assert(offsetof(struct pcinet_win_hdr, attach_epoch) == 72);
+static_assert(offsetof(struct pcinet_win_hdr, doorbell_id) == 80);
 static_assert(sizeof(struct pcinet_win_hdr) <= PCINET_HDR_SIZE);
 static_assert(sizeof(struct pcinet_chan_ctrl) == 2 * PCINET_CACHELINE);
 static_assert(offsetof(struct pcinet_chan_ctrl, cons) == PCINET_CACHELINE);
