@@ -26,7 +26,9 @@ die() { printf 'setup: ERROR: %s\n' "$*" >&2; exit 1; }
 # --- 1. Debian packages -----------------------------------------------------
 PKGS=(
 	# module build (kbuild of an external module)
-	gcc make bc flex bison libelf-dev kmod sparse
+	gcc libc6-dev make bc flex bison libelf-dev kmod sparse
+	# checkpatch.pl and kernel-doc for the style gate
+	linux-source-6.12 perl
 	# kernel headers: 6.12 (main target) and the default 6.1 (second gate)
 	linux-headers-6.12-amd64 linux-headers-amd64
 	# initramfs (dash: the guests' /bin/sh) and kernel unpacking
