@@ -308,7 +308,8 @@ int pcinet_rx_peek_rec(struct pcinet_rx *rx, struct pcinet_rec *rec,
 	/* cons is aligned and the ring a multiple of the alignment: no wrap */
 	memcpy(rec, rx->data + (rx->cons & (rx->size - 1)), sizeof(*rec));
 	len = le32_to_cpu(rec->len);
-	if (len > max_len || pcinet_rec_size(len) > (u32)avail)
+	/* avail is a multiple of the alignment: the padded record fits too */
+	if (len > max_len || len > (u32)avail - sizeof(*rec))
 		return -PCINET_EPROTO;
 	return (int)pcinet_rec_size(len);
 }

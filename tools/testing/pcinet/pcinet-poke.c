@@ -24,8 +24,12 @@
 #include "pcinet_user.h"
 #include "pcinet_ring.h"
 
+static void *map_bar(const char *dev, int bar, size_t *len);
+
+/* The first ivshmem device whose window carries a pcinet header. */
 static int find_dev(char *path, size_t len)
 {
+	struct pcinet_layout lay;
 	struct dirent *de;
 	DIR *d = opendir("/sys/bus/pci/devices");
 	char buf[320];
@@ -35,6 +39,8 @@ static int find_dev(char *path, size_t len)
 		return -1;
 	while ((de = readdir(d))) {
 		unsigned int v = 0, dv = 0;
+		size_t wlen;
+		void *win;
 
 		if (de->d_name[0] == '.')
 			continue;
@@ -54,12 +60,16 @@ static int find_dev(char *path, size_t len)
 		if (fscanf(f, "%x", &dv) != 1)
 			dv = 0;
 		fclose(f);
-		if (v == 0x1af4 && dv == 0x1110) {
-			snprintf(path, len, "/sys/bus/pci/devices/%s",
-				 de->d_name);
+		if (v != 0x1af4 || dv != 0x1110)
+			continue;
+		snprintf(path, len, "/sys/bus/pci/devices/%s", de->d_name);
+		win = map_bar(path, 2, &wlen);
+		if (!pcinet_layout_parse(win, wlen, &lay)) {
+			munmap(win, wlen);
 			closedir(d);
 			return 0;
 		}
+		munmap(win, wlen);
 	}
 	closedir(d);
 	return -1;
