@@ -29,16 +29,6 @@
 #include "pcinet_link.h"
 
 #define PCINET_NAPI_WEIGHT	64
-/*
- * Interrupt mitigation, with the kernel's own NAPI deferral: after a poll
- * that did work, NAPI re-polls from a timer every PCINET_GRO_FLUSH_NS for
- * up to PCINET_DEFER_IRQS empty rounds before we re-arm the event index.
- * Meanwhile the peer rings nothing.  Both are per-device sysfs knobs
- * (gro_flush_timeout, napi_defer_hard_irqs); 0 gives one doorbell per
- * idle-to-busy transition, as without mitigation.
- */
-#define PCINET_GRO_FLUSH_NS	(100 * NSEC_PER_USEC)
-#define PCINET_DEFER_IRQS	8
 /* Stop the queue while a largest record might not fit, wake with room. */
 #define PCINET_TX_STOP		(2 * pcinet_rec_size(PCINET_NET_MAX_LEN))
 #define PCINET_TX_WAKE		(4 * pcinet_rec_size(PCINET_NET_MAX_LEN))
@@ -646,8 +636,6 @@ struct pcinet_net *pcinet_net_create(struct pcinet_link *link)
 	dev->features = dev->hw_features | NETIF_F_HIGHDMA;
 	dev->vlan_features = dev->features;
 	eth_hw_addr_random(dev);
-	dev->gro_flush_timeout = PCINET_GRO_FLUSH_NS;
-	dev->napi_defer_hard_irqs = PCINET_DEFER_IRQS;
 	netif_napi_add_weight(dev, &np->napi, pcinet_poll, PCINET_NAPI_WEIGHT);
 	netif_carrier_off(dev);
 
