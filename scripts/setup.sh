@@ -35,6 +35,8 @@ PKGS=(
 	cpio zstd xz-utils gzip busybox-static dash
 	# QEMU test harness and guest tools (netbase: /etc/services)
 	qemu-system-x86 python3 iperf3 ethtool tcpdump iproute2 procps socat netbase
+	# make bench: the chart, and UDP request/response latency in the guests
+	gnuplot-nox sockperf
 )
 
 missing=()

@@ -7,7 +7,8 @@
 #   /init                  tests/qemu/guest-init (busybox sh; agent on ttyS1)
 #   /bin/busybox + applet symlinks (bin/, sbin/, usr/bin/, usr/sbin/)
 #   /bin/sh = dash (see the comment at copy_bin below for why not ash)
-#   iproute2 ip/tc/ss, iperf3, ethtool, tcpdump (host binaries + their
+#   iproute2 ip/tc/ss, iperf3, ethtool, tcpdump, socat, sockperf (if
+#       installed) (host binaries + their
 #       shared libraries as resolved by ldd, including the dynamic loader);
 #       iproute2's ip and tc replace busybox's in /sbin
 #   /lib/modules/boot/*.ko  modules loaded by /init at boot, in the order of
@@ -103,8 +104,11 @@ copy_bin /usr/bin/iperf3  usr/bin/iperf3
 copy_bin /usr/sbin/ethtool usr/sbin/ethtool
 copy_bin /usr/bin/tcpdump usr/bin/tcpdump
 copy_bin /usr/bin/socat   usr/bin/socat	# bulk transfers (busybox nc resets)
+# UDP request/response latency for make bench; optional (scripts/setup.sh
+# installs it, but older setups may lack it)
+[ -x /usr/bin/sockperf ] && copy_bin /usr/bin/sockperf usr/bin/sockperf
 # pcinet's own guest-side test tools, when built (tools/testing/pcinet)
-for t in pcinet-poke; do
+for t in pcinet-poke pcinet-memcpy pcinet-ttyperf; do
 	f="$(dirname "$0")/../../tools/testing/pcinet/$t"
 	[ -x "$f" ] && cp "$f" usr/bin/
 done

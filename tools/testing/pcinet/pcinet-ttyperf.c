@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pcinet-ttyperf: byte throughput and echo round trip of a tty, for the
+ * ttyPCI front-end of pcinet (or any tty pair: test it on a pty).
+ *
+ *   pcinet-ttyperf echo DEV SECONDS      echo what arrives, for SECONDS
+ *   pcinet-ttyperf rtt DEV N [SIZE]      N round trips of SIZE bytes
+ *                                        (default 1) through an echo
+ *   pcinet-ttyperf send DEV BYTES        write BYTES bytes
+ *   pcinet-ttyperf recv DEV BYTES SECS   read BYTES bytes (give up after
+ *                                        SECS); time first to last byte
+ *
+ * The tty is put in raw mode (no echo, no translation, VMIN 1).  Output
+ * is key=value lines:  rtt: n= p50_us= p99_us= avg_us= min_us= max_us=
+ * recv: bytes= secs= kBps= (10^3 bytes per second).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int open_raw(const char *dev)
+{
+	struct termios t;
+	int fd = open(dev, O_RDWR | O_NOCTTY);
+
+	if (fd < 0) {
+		perror(dev);
+		exit(1);
+	}
+	if (tcgetattr(fd, &t) == 0) {
+		cfmakeraw(&t);
+		t.c_cc[VMIN] = 1;
+		t.c_cc[VTIME] = 0;
+		t.c_cflag |= CLOCAL;
+		tcsetattr(fd, TCSANOW, &t);
+	}
+	tcflush(fd, TCIOFLUSH);
+	return fd;
+}
+
+/* Wait up to ms for input; 1 if readable. */
+static int wait_in(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, ms) > 0;
+}
+
+static int write_all(int fd, const char *buf, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, buf, n);
+
+		if (w < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -1;
+		}
+		buf += w;
+		n -= w;
+	}
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	static char buf[65536];
+	int fd;
+
+	if (argc < 4) {
+		fprintf(stderr, "usage: pcinet-ttyperf echo DEV SECS | rtt DEV N [SIZE] | "
+			"send DEV BYTES | recv DEV BYTES SECS\n");
+		return 1;
+	}
+	fd = open_raw(argv[2]);
+
+	if (!strcmp(argv[1], "echo")) {
+		double end = now() + atof(argv[3]);
+
+		while (now() < end) {
+			ssize_t n;
+
+			if (!wait_in(fd, 100))
+				continue;
+			n = read(fd, buf, sizeof(buf));
+			if (n > 0 && write_all(fd, buf, n))
+				return 1;
+		}
+		return 0;
+	}
+	if (!strcmp(argv[1], "rtt")) {
+		long i, n = atol(argv[3]);
+		size_t size = argc > 4 ? strtoul(argv[4], NULL, 0) : 1;
+		double *lat = calloc(n > 0 ? n : 1, sizeof(*lat)), sum = 0;
+
+		if (!lat || n <= 0 || size == 0 || size > sizeof(buf))
+			return 1;
+		memset(buf, 'x', size);
+		for (i = 0; i < n; i++) {
+			double t0 = now();
+			size_t got = 0;
+
+			if (write_all(fd, buf, size))
+				return 1;
+			while (got < size) {
+				ssize_t r;
+
+				if (!wait_in(fd, 5000)) {
+					fprintf(stderr, "rtt: no echo after 5 s (%ld done)\n", i);
+					return 1;
+				}
+				r = read(fd, buf + got, size - got);
+				if (r > 0)
+					got += r;
+			}
+			lat[i] = (now() - t0) * 1e6;
+			sum += lat[i];
+		}
+		qsort(lat, n, sizeof(*lat), cmp_double);
+		printf("rtt: n=%ld size=%zu p50_us=%.1f p99_us=%.1f avg_us=%.1f "
+		       "min_us=%.1f max_us=%.1f\n", n, size, lat[n / 2],
+		       lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1],
+		       sum / n, lat[0], lat[n - 1]);
+		return 0;
+	}
+	if (!strcmp(argv[1], "send")) {
+		long long left = atoll(argv[3]);
+
+		memset(buf, 'y', sizeof(buf));
+		while (left > 0) {
+			size_t n = left < (long long)sizeof(buf) ? (size_t)left : sizeof(buf);
+
+			if (write_all(fd, buf, n))
+				return 1;
+			left -= n;
+		}
+		tcdrain(fd);
+		return 0;
+	}
+	if (!strcmp(argv[1], "recv") && argc > 4) {
+		long long want = atoll(argv[3]), got = 0, first = 0;
+		double end = now() + atof(argv[4]), t0 = 0, t1 = 0;
+
+		while (got < want && now() < end) {
+			ssize_t r;
+
+			if (!wait_in(fd, 100))
+				continue;
+			r = read(fd, buf, sizeof(buf));
+			if (r <= 0)
+				continue;
+			if (!got) {
+				t0 = now();
+				first = r;	/* arrived before t0 */
+			}
+			got += r;
+			t1 = now();
+		}
+		printf("recv: bytes=%lld secs=%.3f kBps=%.1f\n", got, t1 - t0,
+		       t1 > t0 ? (got - first) / (t1 - t0) / 1e3 : 0.0);
+		return got < want;
+	}
+	fprintf(stderr, "pcinet-ttyperf: unknown command %s\n", argv[1]);
+	return 1;
+}
