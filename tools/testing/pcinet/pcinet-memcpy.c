@@ -42,75 +42,11 @@
 #include <unistd.h>
 
 #include "pcinet_user.h"
-#include "pcinet_layout.h"
+#include "guest_window.h"
 
 #define REC_HDR		16
 #define MIN_AREA	(1024 * 1024)
 #define SRC_SIZE	(4 * 1024 * 1024)
-
-static int find_dev(char *path, size_t len)
-{
-	struct dirent *de;
-	DIR *d = opendir("/sys/bus/pci/devices");
-	char buf[320];
-	FILE *f;
-
-	if (!d)
-		return -1;
-	while ((de = readdir(d))) {
-		unsigned int v = 0, dv = 0;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(buf, sizeof(buf), "/sys/bus/pci/devices/%s/vendor",
-			 de->d_name);
-		f = fopen(buf, "r");
-		if (!f)
-			continue;
-		if (fscanf(f, "%x", &v) != 1)
-			v = 0;
-		fclose(f);
-		snprintf(buf, sizeof(buf), "/sys/bus/pci/devices/%s/device",
-			 de->d_name);
-		f = fopen(buf, "r");
-		if (!f)
-			continue;
-		if (fscanf(f, "%x", &dv) != 1)
-			dv = 0;
-		fclose(f);
-		if (v == 0x1af4 && dv == 0x1110) {
-			snprintf(path, len, "/sys/bus/pci/devices/%s",
-				 de->d_name);
-			closedir(d);
-			return 0;
-		}
-	}
-	closedir(d);
-	return -1;
-}
-
-static void *map_bar(const char *dev, int bar, size_t *len)
-{
-	char path[512];
-	struct stat st;
-	void *p;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/resource%d", dev, bar);
-	fd = open(path, O_RDWR | O_SYNC);
-	if (fd < 0 || fstat(fd, &st)) {
-		perror(path);
-		exit(1);
-	}
-	*len = st.st_size;
-	p = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		perror("mmap");
-		exit(1);
-	}
-	close(fd);
-	return p;
-}
 
 static double now(void)
 {
