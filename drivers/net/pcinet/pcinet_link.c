@@ -87,6 +87,8 @@ struct pcinet_chan_slot {
  * @peer_hb_time: jiffies when @peer_hb last changed
  * @peer_epoch: the platform's attach epoch of the peer as last seen
  * @fault: set by a front-end that saw a protocol error
+ * @fault_what: what it saw, for the message
+ * @fault_chan: where
  */
 struct pcinet_link {
 	struct device *dev;
@@ -118,6 +120,8 @@ struct pcinet_link {
 	unsigned long peer_hb_time;
 	u32 peer_epoch;
 	atomic_t fault;
+	const char *fault_what;
+	enum pcinet_chan fault_chan;
 };
 
 static const char * const pcinet_chan_name[PCINET_NR_CHAN] = {
@@ -205,13 +209,24 @@ static void pcinet_link_work(struct work_struct *work)
 		if (link->synced_gen)
 			pcinet_link_reset(link, "peer detached");
 	}
-	if (atomic_xchg(&link->fault, 0))
-		pcinet_link_reset(link, "protocol error");
-	if (link->up && pcinet_peer_silent(link))
-		pcinet_link_reset(link, "peer stopped responding");
-
 	/* L2: pairs with L1 in the peer's pcinet_link_reset() and below */
 	gen = le32_to_cpu(pcinet_load_acquire(&link->in->gen));
+	/*
+	 * A protocol error seen while the peer was resetting is the peer's
+	 * indices going back to zero under our feet, not a broken peer: the
+	 * resync below handles it.  Only an error against a peer generation
+	 * we are synchronised with costs a reset of our own.
+	 */
+	if (atomic_xchg(&link->fault, 0) && gen == link->synced_gen) {
+		dev_warn_ratelimited(link->dev,
+				     "link %d %s: bad peer data (%s), resetting\n",
+				     link->index,
+				     pcinet_chan_name[READ_ONCE(link->fault_chan)],
+				     READ_ONCE(link->fault_what));
+		pcinet_link_reset(link, "protocol error");
+	}
+	if (link->up && pcinet_peer_silent(link))
+		pcinet_link_reset(link, "peer stopped responding");
 	if (!gen || pcinet_in(&link->in->magic) != PCINET_CTRL_MAGIC) {
 		pcinet_link_down(link, "peer stopped");
 		goto out;
@@ -514,14 +529,16 @@ void pcinet_link_kick(struct pcinet_link *link, enum pcinet_chan chan)
  * @chan: where
  * @what: what was wrong
  *
- * The link is reset from process context; the front-end must stop using
- * the ring until it is started again.
+ * The link is reset from process context, with a ratelimited message,
+ * unless the peer turns out to be resetting itself; the front-end must
+ * stop using the ring until it is started again.  @what must be a string
+ * constant.
  */
 void pcinet_link_fault(struct pcinet_link *link, enum pcinet_chan chan,
 		       const char *what)
 {
-	dev_warn_ratelimited(link->dev, "link %d %s: bad peer data: %s\n",
-			     link->index, pcinet_chan_name[chan], what);
+	WRITE_ONCE(link->fault_what, what);
+	WRITE_ONCE(link->fault_chan, chan);
 	atomic_set(&link->fault, 1);
 	schedule_work(&link->work);
 }
