@@ -1174,7 +1174,8 @@ def write_md(path, R, bench, meta):
       'kernel\'s memcpy loop under TCG (see the window table), which bounds both links alike.')
     w('- virtio-net over `-netdev stream` has no vnet header: the device offers neither '
       'checksum offload nor TSO, so the guest segments and checksums in software (see '
-      'the trace: skb_checksum_help, csum_partial and __pskb_pull_tail per packet).')
+      'the trace: on the sender skb_segment copies every segment with '
+      'skb_copy_and_csum_bits, on the receiver csum_partial checks every frame).')
     if bench.errors:
         w('- Errors during the run:')
         for e in bench.errors:

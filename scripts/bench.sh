@@ -14,18 +14,11 @@ cd "$top"
 echo "== setup (packages, kernel image and headers)"
 scripts/setup.sh | tail -n 2
 
-echo "== build (module, fabric, guest bench tools)"
+echo "== build (module, fabric, guest tools)"
 make -s module fabric >/dev/null
-# Static, like pcinet-poke: the guests have no libc of their own.
-# (tools/testing/pcinet/Makefile builds only the ring tests.)
-tools=tools/testing/pcinet
-for t in pcinet-memcpy pcinet-ttyperf; do
-	if [ ! -x "$tools/$t" ] || [ "$tools/$t.c" -nt "$tools/$t" ] ||
-	   [ drivers/net/pcinet/pcinet_layout.h -nt "$tools/$t" ]; then
-		gcc -O2 -static -Wall -Wextra -I"$tools" -Idrivers/net/pcinet \
-			-o "$tools/$t" "$tools/$t.c"
-	fi
-done
+# pcinet-memcpy and pcinet-ttyperf (static, for the guests; mkinitramfs.sh
+# copies them in), with pcinet-poke
+make -s -C tools/testing/pcinet pcinet-memcpy pcinet-ttyperf pcinet-poke >/dev/null
 
 echo "== bench"
 exec python3 bench/bench.py "$@"
