@@ -9,7 +9,7 @@ TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 
 KDIR ?= $(error no kernel headers: run scripts/setup.sh or pass KDIR=)
 SRC := $(TOP)/drivers/net/pcinet
-KBUILD_ARGS := -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
+KBUILD_ARGS = -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
 
 .PHONY: all module fabric unit setup check demo bench style sparse w1 gates clean
 
