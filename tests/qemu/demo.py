@@ -64,7 +64,7 @@ def main():
                   '</dev/ttyPCI0 >/dev/ttyPCI0 2>&1; done) >/dev/null 2>&1 &')
             show(a, 'stty -F /dev/ttyPCI0 raw -echo; exec 3<>/dev/ttyPCI0; '
                  'echo "echo hello from \\$(hostname) over ttyPCI0; uname -r" >&3; '
-                 'timeout 10 head -n 2 <&3')
+                 'timeout 5 cat <&3')
         show(a, 'ip -s link show pcinet0; ethtool -S pcinet0')
         print('\n== shutting down', flush=True)
     finally:

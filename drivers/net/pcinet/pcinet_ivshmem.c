@@ -197,7 +197,27 @@ static struct pci_driver pcinet_ivshmem_driver = {
 	.probe = pcinet_ivshmem_probe,
 	.remove = pcinet_ivshmem_remove,
 };
-module_pci_driver(pcinet_ivshmem_driver);
+
+static int __init pcinet_init(void)
+{
+	int err;
+
+	err = pcinet_tty_init();
+	if (err)
+		return err;
+	err = pci_register_driver(&pcinet_ivshmem_driver);
+	if (err)
+		pcinet_tty_exit();
+	return err;
+}
+module_init(pcinet_init);
+
+static void __exit pcinet_exit(void)
+{
+	pci_unregister_driver(&pcinet_ivshmem_driver);
+	pcinet_tty_exit();
+}
+module_exit(pcinet_exit);
 
 MODULE_DESCRIPTION("pcinet: Ethernet and serial links over PCI shared memory");
 MODULE_AUTHOR("The pcinet developers");

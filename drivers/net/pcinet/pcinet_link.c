@@ -72,6 +72,7 @@ struct pcinet_chan_slot {
  * @out: the peer's control inbox (we write it)
  * @chan: per-channel rings and front-end
  * @net: the net front-end
+ * @tty: the tty front-end
  * @work: runs the state machine
  * @timer: heartbeat
  * @lock: serialises the state machine, attach and detach
@@ -103,6 +104,7 @@ struct pcinet_link {
 	struct pcinet_ctrl *out;
 	struct pcinet_chan_slot chan[PCINET_NR_CHAN];
 	struct pcinet_net *net;
+	struct pcinet_tty *tty;
 
 	struct work_struct work;
 	struct timer_list timer;
@@ -307,7 +309,6 @@ bool pcinet_window_is_pcinet(const void *win, u64 size)
 
 	return pcinet_layout_parse(win, size, &lay) == 0;
 }
-EXPORT_SYMBOL_GPL(pcinet_window_is_pcinet);
 
 /**
  * pcinet_link_create - set up a link over a mapped window
@@ -375,15 +376,21 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 		err = PTR_ERR(link->net);
 		goto abort_with_index;
 	}
+	link->tty = pcinet_tty_create(link);
+	if (IS_ERR(link->tty)) {
+		err = PTR_ERR(link->tty);
+		goto abort_with_net;
+	}
 	return link;
 
+abort_with_net:
+	pcinet_net_destroy(link->net);
 abort_with_index:
 	ida_free(&pcinet_link_ida, link->index);
 abort_with_link:
 	kfree(link);
 	return ERR_PTR(err);
 }
-EXPORT_SYMBOL_GPL(pcinet_link_create);
 
 /**
  * pcinet_link_start - publish ourselves to the peer and run
@@ -400,7 +407,6 @@ void pcinet_link_start(struct pcinet_link *link)
 	mod_timer(&link->timer, jiffies + PCINET_HB_PERIOD);
 	schedule_work(&link->work);
 }
-EXPORT_SYMBOL_GPL(pcinet_link_start);
 
 /**
  * pcinet_link_destroy - tell the peer we go, stop and free everything
@@ -423,11 +429,11 @@ void pcinet_link_destroy(struct pcinet_link *link)
 	pcinet_store_release(&link->out->gen, cpu_to_le32(0));
 	pcinet_notify(link, PCINET_VEC_LINK);
 
+	pcinet_tty_destroy(link->tty);
 	pcinet_net_destroy(link->net);
 	ida_free(&pcinet_link_ida, link->index);
 	kfree(link);
 }
-EXPORT_SYMBOL_GPL(pcinet_link_destroy);
 
 /**
  * pcinet_link_doorbell - the peer rang one of our doorbells
@@ -452,7 +458,6 @@ void pcinet_link_doorbell(struct pcinet_link *link, unsigned int vector)
 			s->ops->kick(s->priv);
 	}
 }
-EXPORT_SYMBOL_GPL(pcinet_link_doorbell);
 
 /**
  * pcinet_link_attach - connect a front-end to a channel

@@ -90,5 +90,12 @@ bool pcinet_link_peer_open(const struct pcinet_link *link,
 struct pcinet_net;
 struct pcinet_net *pcinet_net_create(struct pcinet_link *link);
 void pcinet_net_destroy(struct pcinet_net *net);
+struct pcinet_tty;
+struct pcinet_tty *pcinet_tty_create(struct pcinet_link *link);
+void pcinet_tty_destroy(struct pcinet_tty *tty);
+
+/* Module-wide parts of the front-ends, around the backends' drivers. */
+int pcinet_tty_init(void);
+void pcinet_tty_exit(void);
 
 #endif /* _PCINET_LINK_H */

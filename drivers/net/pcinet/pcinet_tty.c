@@ -1,0 +1,844 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pcinet tty front-end: a serial line, /dev/ttyPCI<n>, on a pcinet link.
+ *
+ * The link's tty channel is a plain byte stream: one 64 KiB ring per
+ * direction.  write() copies into the ring and publishes; the peer's
+ * doorbell schedules a work item that copies the ring into the flip
+ * buffers.  Every byte passes unchanged; what the line discipline makes of
+ * it (echo, CR/LF mapping) is the usual termios business of each end.
+ *
+ * Flow control is end to end.  The receiver consumes only what the flip
+ * buffers accept and nothing while the line discipline has throttled it
+ * or the tty is closed: bytes wait in the ring, the sender finds it full,
+ * its write() comes up short and its writer sleeps until the receiver
+ * frees space and rings (need_space).  Nothing is dropped while the link
+ * is up: a writer whose peer does not read blocks once the ring is full,
+ * as with hardware flow control.  An open moves what waits in the ring
+ * into the tty, and a close discards what nobody read, as on any tty (so
+ * set the receiving end's termios before the sender starts, or on a file
+ * descriptor kept open).  Bytes written while the link is down are
+ * discarded, as on a line without a cable.
+ *
+ * Modem lines, null-modem style: the channel-open bit we publish is our
+ * DTR, the peer's is our DCD.  DTR rises when the port opens and falls
+ * when it hangs up or closes with HUPCL set (the default; with -hupcl the
+ * peer keeps carrier after we close).  Carrier is "link up and the peer's
+ * DTR up".  As on other serial ports CLOCAL is set by default; a tty that
+ * clears it (stty -clocal, getty without -L) waits for carrier in a
+ * blocking open and is hung up when carrier drops: the peer closed its end
+ * or went away.
+ *
+ * Console: "ttyPCI" prints kernel messages into the ring of ttyPCI<i>
+ * (console=ttyPCI<i>), without sleeping, from any context; output is
+ * dropped while the link is down, the peer has not opened its end, or the
+ * ring is full.  See pcinet_console below for how to enable it.
+ *
+ * Lifetime and locking: the tty_port is reference counted; an open tty
+ * keeps it (and this structure) alive after the link is gone, with @link
+ * NULL and @running false.  @tx_lock (raw, irq-safe, because the console
+ * takes it) owns the tx ring view; the rx ring view belongs to @rx_work;
+ * the link callbacks are serialised by the link.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/console.h>
+#include <linux/delay.h>
+#include <linux/module.h>
+#include <linux/rcupdate.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+#include <linux/tty.h>
+#include <linux/tty_driver.h>
+#include <linux/tty_flip.h>
+#include <linux/workqueue.h>
+
+#include "pcinet_link.h"
+
+#define PCINET_TTY_NAME		"ttyPCI"
+#define PCINET_TTY_MINORS	16
+/* write_room() promises at most this; the console never takes it. */
+#define PCINET_TTY_ROOM_MAX	4096
+/* Bytes the rx work moves before it lets other work run. */
+#define PCINET_TTY_RX_BUDGET	(256 * 1024)
+/* Flip buffers at their memory limit: look again after this long. */
+#define PCINET_TTY_RX_RETRY	msecs_to_jiffies(10)
+/* How long a console write waits for a busy tx ring before dropping. */
+#define PCINET_CON_SPIN_US	100
+
+/*
+ * Compat with older kernels (6.1 is supported), in one place.  Before 6.2
+ * carrier_raised() returned int and dtr_rts() took an int; before 6.6
+ * write() counted in int.  The ops members' types pick the variant to plug
+ * in (the *_int functions), not a version number, so kernels with the
+ * change backported get the right one; the other variant is discarded.
+ */
+enum {
+	PCINET_TTY_INT_PORT_OPS =
+		__same_type(((struct tty_port *)NULL)->ops->carrier_raised,
+			    int (*)(struct tty_port *)),
+	PCINET_TTY_INT_WRITE =
+		__same_type(((struct tty_driver *)NULL)->ops->write,
+			    int (*)(struct tty_struct *, const u8 *, int)),
+};
+
+/**
+ * struct pcinet_tty - the tty front-end of one link
+ * @port: the tty port; its reference count keeps this structure alive
+ * @link: the link underneath; NULL once the link is gone; under @lock
+ * @index: our minor, the link's index
+ * @tx: ring we send on; under @tx_lock while @running
+ * @rx: ring we receive from; @rx_work only
+ * @lock: protects @link for the port callbacks, which may outlive it
+ * @tx_lock: serialises the tx ring view between write() and the console;
+ *	raw and irq-safe because the console takes it from any context
+ * @running: the link is up and the rings are ours; under @tx_lock
+ * @tx_waiting: we asked the peer for a doorbell on free space; @tx_lock
+ * @tx_fault: write() found the peer's consumer index impossible; @tx_lock
+ * @kick_base: producer index at the last kick decision; @tx_lock
+ * @rx_work: reaps tx space for writers, drains the rx ring
+ * @rx_published: consumer index last published to the peer; @rx_work
+ * @rx_open: the tty is open: consume what arrives
+ * @throttled: the line discipline asked us to stop
+ * @carrier: carrier as last acted upon; link callbacks only
+ */
+struct pcinet_tty {
+	struct tty_port port;
+	struct pcinet_link *link;
+	int index;
+	struct pcinet_tx *tx;
+	struct pcinet_rx *rx;
+	spinlock_t lock; /* @link */
+	raw_spinlock_t tx_lock; /* the tx ring view */
+	bool running;
+	bool tx_waiting;
+	bool tx_fault;
+	u32 kick_base;
+	struct delayed_work rx_work;
+	u32 rx_published;
+	bool rx_open;
+	bool throttled;
+	bool carrier;
+};
+
+/* One tty driver for all links, registered at module load. */
+static struct tty_driver *pcinet_tty_driver;
+
+/*
+ * Minor -> front-end, for opening a tty (install) and for the console.
+ * Written at create and destroy; readers hold rcu_read_lock() and, to
+ * keep the front-end, take a port reference before unlocking.  Destroy
+ * clears the entry and waits for readers before dropping its reference.
+ */
+static struct pcinet_tty __rcu *pcinet_tty_table[PCINET_TTY_MINORS];
+
+static void pcinet_tty_rx_schedule(struct pcinet_tty *pt)
+{
+	mod_delayed_work(system_highpri_wq, &pt->rx_work, 0);
+}
+
+/* ----- transmit ----- */
+
+/* Writers sleeping for space are woken once this much is free. */
+static u32 pcinet_tty_tx_wake(const struct pcinet_tty *pt)
+{
+	return pt->tx->size / 4;
+}
+
+/*
+ * Room in the tx ring.  Below the wake-up mark a writer may sleep on it:
+ * write() came up short, or the line discipline needs more than this for
+ * its next character (n_tty sleeps when "\n" needs two bytes and one is
+ * left).  So ask the peer for a doorbell when it consumes (need_space: G
+ * pairs with H in its pcinet_rx_publish()) and look once more, so space
+ * freed before the request became visible is not missed; the rx work
+ * wakes writers when it sees the mark.  A broken peer index reads as no
+ * room; the rx work reports it outside this lock.  Caller holds tx_lock
+ * and saw @running.
+ */
+static u32 pcinet_tty_tx_room(struct pcinet_tty *pt)
+{
+	int free = pcinet_tx_free(pt->tx);
+
+	if (free >= 0 && (u32)free < pcinet_tty_tx_wake(pt) &&
+	    !pt->tx_waiting) {
+		pt->tx_waiting = true;
+		free = pcinet_tx_wait_space(pt->tx);
+	}
+	if (unlikely(free < 0)) {
+		pt->tx_fault = true;
+		pcinet_tty_rx_schedule(pt);
+		return 0;
+	}
+	return free;
+}
+
+/* Ring the peer if it sleeps on what we published.  Caller holds tx_lock. */
+static void pcinet_tty_tx_kick(struct pcinet_tty *pt)
+{
+	if (pt->tx->prod == pt->kick_base)
+		return;
+	if (pcinet_tx_need_kick(pt->tx, pt->kick_base))
+		pcinet_link_kick(pt->link, PCINET_CHAN_TTY);
+	pt->kick_base = pt->tx->prod;
+}
+
+static ssize_t pcinet_tty_write(struct tty_struct *tty, const u8 *buf,
+				size_t count)
+{
+	struct pcinet_tty *pt = tty->driver_data;
+	struct pcinet_tx *tx = pt->tx;
+	unsigned long flags;
+	size_t done = 0;
+	u32 room, n;
+
+	raw_spin_lock_irqsave(&pt->tx_lock, flags);
+	if (!pt->running) {
+		/* No link: the bytes go nowhere, as without a cable. */
+		raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
+		return count;
+	}
+	while (done < count) {
+		room = pcinet_tty_tx_room(pt);
+		if (!room)
+			break;
+		n = min_t(size_t, count - done, room);
+		pcinet_tx_write(tx, 0, buf + done, n);
+		pcinet_tx_commit(tx, n);
+		done += n;
+	}
+	pcinet_tty_tx_kick(pt);
+	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
+	/* Short: the peer rings when it frees space, the rx work wakes us. */
+	return done;
+}
+
+static unsigned int pcinet_tty_write_room(struct tty_struct *tty)
+{
+	struct pcinet_tty *pt = tty->driver_data;
+	unsigned long flags;
+	u32 room;
+
+	raw_spin_lock_irqsave(&pt->tx_lock, flags);
+	room = pt->running ? pcinet_tty_tx_room(pt) : PCINET_TTY_ROOM_MAX;
+	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
+	/*
+	 * The line discipline counts on writing what we report here (n_tty
+	 * drops a post-processed character that does not fit): the console
+	 * leaves this much alone.
+	 */
+	return min_t(u32, room, PCINET_TTY_ROOM_MAX);
+}
+
+/* ----- receive ----- */
+
+/* Give consumed space back; ring the peer if its writer waits for it. */
+static void pcinet_tty_give_back(struct pcinet_tty *pt)
+{
+	if (pt->rx->cons == pt->rx_published)
+		return;
+	pt->rx_published = pt->rx->cons;
+	if (pcinet_rx_publish(pt->rx))
+		pcinet_link_kick(pt->link, PCINET_CHAN_TTY);
+}
+
+/* Move the ring into the flip buffers, as far as the tty takes it. */
+static void pcinet_tty_rx(struct pcinet_tty *pt)
+{
+	struct pcinet_rx *rx = pt->rx;
+	u32 budget = PCINET_TTY_RX_BUDGET;
+	struct pcinet_span sp;
+	size_t got;
+	int avail;
+	u32 len;
+
+again:
+	while (READ_ONCE(pt->rx_open) && !READ_ONCE(pt->throttled)) {
+		avail = pcinet_rx_avail(rx, 1);
+		if (unlikely(avail < 0)) {
+			/* The link resets the rings and starts us again. */
+			pcinet_link_fault(pt->link, PCINET_CHAN_TTY,
+					  "rx producer index");
+			return;
+		}
+		if (!avail)
+			break;
+		if (!budget) {
+			pcinet_tty_give_back(pt);
+			pcinet_tty_rx_schedule(pt);
+			return;
+		}
+		len = min_t(u32, avail, budget);
+		pcinet_rx_span(rx, 0, len, &sp);
+		/* Takes what the flip buffers can hold, page by page. */
+		got = tty_insert_flip_string(&pt->port, sp.p[0], sp.len[0]);
+		if (got == sp.len[0] && sp.len[1])
+			got += tty_insert_flip_string(&pt->port, sp.p[1],
+						      sp.len[1]);
+		if (got) {
+			pcinet_rx_consume(rx, got);
+			budget -= got;
+			tty_flip_buffer_push(&pt->port);
+		}
+		if (got < len) {
+			/*
+			 * The flip buffers are at their memory limit and no
+			 * throttle came: leave the rest in the ring (the peer
+			 * blocks) and look again shortly.
+			 */
+			pcinet_tty_give_back(pt);
+			queue_delayed_work(system_highpri_wq, &pt->rx_work,
+					   PCINET_TTY_RX_RETRY);
+			return;
+		}
+		/* Give room back as we go: the writer may wait for it. */
+		if (rx->cons - pt->rx_published >= rx->size / 8)
+			pcinet_tty_give_back(pt);
+	}
+	pcinet_tty_give_back(pt);
+
+	/*
+	 * Closed or throttled: do not re-arm.  Our event index stays behind,
+	 * the peer rings no more, and activate or unthrottle reschedules us.
+	 *
+	 * Otherwise re-arm before going idle.  pcinet_rx_arm() publishes our
+	 * consumer index as the event index and re-reads the producer index
+	 * behind a full barrier (F); the peer publishes its producer index
+	 * and reads our event index behind a full barrier (E) before it
+	 * decides to ring.  So bytes published while we went idle are either
+	 * seen by the re-read (we drain again) or the peer sees the event
+	 * index and rings: no wakeup is lost.  A throttle or close that races
+	 * with this costs at most one more doorbell.
+	 */
+	if (!READ_ONCE(pt->rx_open) || READ_ONCE(pt->throttled))
+		return;
+	if (pcinet_rx_arm(rx))
+		goto again;
+}
+
+static void pcinet_tty_rx_work(struct work_struct *work)
+{
+	struct pcinet_tty *pt = container_of(to_delayed_work(work),
+					     struct pcinet_tty, rx_work);
+	const char *fault = NULL;
+	unsigned long flags;
+	bool wake = false;
+	int free;
+
+	raw_spin_lock_irqsave(&pt->tx_lock, flags);
+	if (!pt->running) {
+		/* Stopped: the rings are not ours (see pcinet_tty_stop()). */
+		raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
+		return;
+	}
+	if (pt->tx_fault) {
+		fault = "tx consumer index";
+	} else if (pt->tx_waiting) {
+		/* Writers may sleep for space (pcinet_tty_tx_room()). */
+		free = pcinet_tx_free(pt->tx);
+		if (free < 0) {
+			fault = "tx consumer index";
+		} else if ((u32)free >= pcinet_tty_tx_wake(pt)) {
+			pcinet_tx_space_ok(pt->tx);
+			pt->tx_waiting = false;
+			wake = true;
+		}
+	}
+	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
+
+	if (fault) {
+		pcinet_link_fault(pt->link, PCINET_CHAN_TTY, fault);
+		return;
+	}
+	if (wake)
+		tty_port_tty_wakeup(&pt->port);
+	pcinet_tty_rx(pt);
+}
+
+/* ----- link callbacks ----- */
+
+/* Carrier follows the link and the peer's DTR; the link serialises us. */
+static void pcinet_tty_update_carrier(struct pcinet_tty *pt)
+{
+	bool carrier = pcinet_link_peer_open(pt->link, PCINET_CHAN_TTY);
+
+	if (carrier == pt->carrier)
+		return;
+	pt->carrier = carrier;
+	if (carrier)
+		wake_up_interruptible(&pt->port.open_wait);
+	else
+		tty_port_tty_hangup(&pt->port, true);
+}
+
+static void pcinet_tty_kick(void *priv)
+{
+	struct pcinet_tty *pt = priv;
+
+	pcinet_tty_rx_schedule(pt);
+}
+
+/*
+ * The rings are about to be reset.  Once @running is false under tx_lock
+ * neither write() nor the console touches the tx ring, and a work run that
+ * starts later returns at once; cancel_delayed_work_sync() waits for the
+ * one that may be draining the rx ring now.
+ */
+static void pcinet_tty_stop(void *priv)
+{
+	struct pcinet_tty *pt = priv;
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&pt->tx_lock, flags);
+	pt->running = false;
+	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
+	cancel_delayed_work_sync(&pt->rx_work);
+
+	pcinet_tty_update_carrier(pt);
+	/* Writers waiting for space would wait for a peer that is gone. */
+	tty_port_tty_wakeup(&pt->port);
+}
+
+static void pcinet_tty_start(void *priv)
+{
+	struct pcinet_tty *pt = priv;
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&pt->tx_lock, flags);
+	pt->kick_base = pt->tx->prod;
+	pt->tx_waiting = false;
+	pt->tx_fault = false;
+	pt->rx_published = pt->rx->cons;
+	pt->running = true;
+	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
+
+	pcinet_tty_update_carrier(pt);
+	/* The peer may have written before we listened. */
+	pcinet_tty_rx_schedule(pt);
+	tty_port_tty_wakeup(&pt->port);
+}
+
+static void pcinet_tty_peer_changed(void *priv)
+{
+	pcinet_tty_update_carrier(priv);
+}
+
+static const struct pcinet_chan_ops pcinet_tty_chan_ops = {
+	.kick = pcinet_tty_kick,
+	.stop = pcinet_tty_stop,
+	.start = pcinet_tty_start,
+	.peer_changed = pcinet_tty_peer_changed,
+};
+
+/* ----- tty_port operations ----- */
+
+static bool pcinet_tty_carrier_raised(struct tty_port *port)
+{
+	struct pcinet_tty *pt = container_of(port, struct pcinet_tty, port);
+	bool carrier;
+
+	spin_lock(&pt->lock);
+	carrier = pt->link && pcinet_link_peer_open(pt->link, PCINET_CHAN_TTY);
+	spin_unlock(&pt->lock);
+	return carrier;
+}
+
+/* Our DTR is the channel-open bit the peer sees as its carrier. */
+static void pcinet_tty_dtr_rts(struct tty_port *port, bool active)
+{
+	struct pcinet_tty *pt = container_of(port, struct pcinet_tty, port);
+
+	spin_lock(&pt->lock);
+	if (pt->link)
+		pcinet_link_set_open(pt->link, PCINET_CHAN_TTY, active);
+	spin_unlock(&pt->lock);
+}
+
+static int pcinet_tty_activate(struct tty_port *port, struct tty_struct *tty)
+{
+	struct pcinet_tty *pt = container_of(port, struct pcinet_tty, port);
+
+	spin_lock(&pt->lock);
+	if (!pt->link) {
+		spin_unlock(&pt->lock);
+		return -ENODEV;
+	}
+	pcinet_link_set_open(pt->link, PCINET_CHAN_TTY, true);
+	spin_unlock(&pt->lock);
+
+	WRITE_ONCE(pt->throttled, false);
+	WRITE_ONCE(pt->rx_open, true);
+	/* Whatever the peer wrote while we were closed. */
+	pcinet_tty_rx_schedule(pt);
+	return 0;
+}
+
+static void pcinet_tty_shutdown(struct tty_port *port)
+{
+	struct pcinet_tty *pt = container_of(port, struct pcinet_tty, port);
+
+	/* DTR was dropped before, if HUPCL says so; the data waits. */
+	WRITE_ONCE(pt->rx_open, false);
+}
+
+static void pcinet_tty_destruct(struct tty_port *port)
+{
+	struct pcinet_tty *pt = container_of(port, struct pcinet_tty, port);
+
+	cancel_delayed_work_sync(&pt->rx_work);
+	kfree(pt);
+}
+
+/* Compat (PCINET_TTY_INT_PORT_OPS): kernels before 6.2 */
+static int pcinet_tty_carrier_raised_int(struct tty_port *port)
+{
+	return pcinet_tty_carrier_raised(port);
+}
+
+static void pcinet_tty_dtr_rts_int(struct tty_port *port, int active)
+{
+	pcinet_tty_dtr_rts(port, active);
+}
+
+static const struct tty_port_operations pcinet_tty_port_ops = {
+	.carrier_raised = __builtin_choose_expr(PCINET_TTY_INT_PORT_OPS,
+						pcinet_tty_carrier_raised_int,
+						pcinet_tty_carrier_raised),
+	.dtr_rts = __builtin_choose_expr(PCINET_TTY_INT_PORT_OPS,
+					 pcinet_tty_dtr_rts_int,
+					 pcinet_tty_dtr_rts),
+	.activate = pcinet_tty_activate,
+	.shutdown = pcinet_tty_shutdown,
+	.destruct = pcinet_tty_destruct,
+};
+
+/* ----- tty operations ----- */
+
+static int pcinet_tty_install(struct tty_driver *driver, struct tty_struct *tty)
+{
+	struct tty_port *port = NULL;
+	struct pcinet_tty *pt;
+	int err;
+
+	rcu_read_lock();
+	pt = rcu_dereference(pcinet_tty_table[tty->index]);
+	if (pt)
+		port = tty_port_get(&pt->port);
+	rcu_read_unlock();
+	if (!port)
+		return -ENODEV;
+
+	tty->driver_data = pt;
+	err = tty_port_install(port, driver, tty);
+	if (err)
+		tty_port_put(port);
+	return err;
+}
+
+/* The tty is freed: drop the reference install took. */
+static void pcinet_tty_cleanup(struct tty_struct *tty)
+{
+	tty_port_put(tty->port);
+}
+
+static int pcinet_tty_open(struct tty_struct *tty, struct file *filp)
+{
+	return tty_port_open(tty->port, tty, filp);
+}
+
+static void pcinet_tty_close(struct tty_struct *tty, struct file *filp)
+{
+	tty_port_close(tty->port, tty, filp);
+}
+
+static void pcinet_tty_hangup(struct tty_struct *tty)
+{
+	tty_port_hangup(tty->port);
+}
+
+static void pcinet_tty_throttle(struct tty_struct *tty)
+{
+	struct pcinet_tty *pt = tty->driver_data;
+
+	WRITE_ONCE(pt->throttled, true);
+}
+
+static void pcinet_tty_unthrottle(struct tty_struct *tty)
+{
+	struct pcinet_tty *pt = tty->driver_data;
+
+	WRITE_ONCE(pt->throttled, false);
+	pcinet_tty_rx_schedule(pt);
+}
+
+/* Compat (PCINET_TTY_INT_WRITE): kernels before 6.6 */
+static int pcinet_tty_write_int(struct tty_struct *tty, const u8 *buf,
+				int count)
+{
+	return pcinet_tty_write(tty, buf, count);
+}
+
+static const struct tty_operations pcinet_tty_ops = {
+	.install = pcinet_tty_install,
+	.cleanup = pcinet_tty_cleanup,
+	.open = pcinet_tty_open,
+	.close = pcinet_tty_close,
+	.hangup = pcinet_tty_hangup,
+	.write = __builtin_choose_expr(PCINET_TTY_INT_WRITE,
+				       pcinet_tty_write_int, pcinet_tty_write),
+	.write_room = pcinet_tty_write_room,
+	.throttle = pcinet_tty_throttle,
+	.unthrottle = pcinet_tty_unthrottle,
+};
+
+/* ----- console ----- */
+
+static bool pcinet_console_force;
+module_param_named(console, pcinet_console_force, bool, 0444);
+MODULE_PARM_DESC(console,
+		 "Enable the ttyPCI console without console=ttyPCI<n> (default 0)");
+
+static unsigned int pcinet_con_index(const struct console *co)
+{
+	return co->index > 0 ? co->index : 0;
+}
+
+/*
+ * Copy console text into the tx ring, "\n" as "\r\n" as serial consoles
+ * do; what does not fit is dropped.  The last PCINET_TTY_ROOM_MAX bytes
+ * are left alone: write_room() may have promised them.  Caller holds
+ * tx_lock and saw @running.
+ */
+static void pcinet_con_put(struct pcinet_tty *pt, const char *s,
+			   unsigned int count)
+{
+	struct pcinet_tx *tx = pt->tx;
+	u32 room, run, used = 0;
+	const char *nl;
+	int free;
+
+	free = pcinet_tx_free(tx);
+	if (free <= PCINET_TTY_ROOM_MAX)
+		return;		/* full, or broken: the tty path reports that */
+	room = free - PCINET_TTY_ROOM_MAX;
+	while (count && used < room) {
+		nl = memchr(s, '\n', count);
+		run = min_t(u32, nl ? nl - s : count, room - used);
+		pcinet_tx_write(tx, used, s, run);
+		used += run;
+		s += run;
+		count -= run;
+		if (s != nl)
+			continue;	/* all written, or the ring is full */
+		if (room - used < 2)
+			break;
+		pcinet_tx_write(tx, used, "\r\n", 2);
+		used += 2;
+		s++;
+		count--;
+	}
+	if (used)
+		pcinet_tx_commit(tx, used);
+}
+
+/*
+ * Any context, never sleeps.  The tx lock is only tried: its holder may
+ * be this CPU (a message printed from under it), so after a short wait
+ * the output is dropped rather than deadlock.
+ */
+static void pcinet_con_write(struct console *co, const char *s,
+			     unsigned int count)
+{
+	unsigned int idx = pcinet_con_index(co);
+	unsigned int waited = 0;
+	struct pcinet_tty *pt;
+	unsigned long flags;
+
+	if (idx >= PCINET_TTY_MINORS)
+		return;
+	rcu_read_lock();
+	pt = rcu_dereference(pcinet_tty_table[idx]);
+	if (!pt)
+		goto out;
+	while (!raw_spin_trylock_irqsave(&pt->tx_lock, flags)) {
+		if (++waited > PCINET_CON_SPIN_US)
+			goto out;
+		udelay(1);
+	}
+	/* The link outlives this: destroy waits for RCU readers. */
+	if (pt->running && pcinet_link_peer_open(pt->link, PCINET_CHAN_TTY)) {
+		pcinet_con_put(pt, s, count);
+		pcinet_tty_tx_kick(pt);
+	}
+	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
+out:
+	rcu_read_unlock();
+}
+
+static struct tty_driver *pcinet_con_device(struct console *co, int *index)
+{
+	*index = pcinet_con_index(co);
+	return pcinet_tty_driver;
+}
+
+/*
+ * Registered at module load and enabled by printk when the kernel command
+ * line names it: console=ttyPCI0 is kept and matched when a module
+ * registers later.  The module parameter console=1 enables it for ttyPCI0
+ * in any case: "modprobe pcinet console=1", "insmod pcinet.ko console=1",
+ * or pcinet.console=1 on the kernel command line (which modprobe, not
+ * insmod, passes on).  Messages printed before it is enabled and the link
+ * is up are not replayed.
+ */
+static struct console pcinet_console = {
+	.name = PCINET_TTY_NAME,
+	.write = pcinet_con_write,
+	.device = pcinet_con_device,
+	.index = -1,
+};
+
+/* ----- creation ----- */
+
+/* No new opens and no console from now on; then forget the link. */
+static void pcinet_tty_unpublish(struct pcinet_tty *pt)
+{
+	RCU_INIT_POINTER(pcinet_tty_table[pt->index], NULL);
+	synchronize_rcu();
+	spin_lock(&pt->lock);
+	pt->link = NULL;
+	spin_unlock(&pt->lock);
+}
+
+/**
+ * pcinet_tty_create - create /dev/ttyPCI<n> for a link
+ * @link: the link; n is its index
+ *
+ * Return: the front-end; NULL if the link's index has no minor (the link
+ * then works without a tty); or an ERR_PTR().
+ */
+struct pcinet_tty *pcinet_tty_create(struct pcinet_link *link)
+{
+	int index = pcinet_link_index(link);
+	struct pcinet_tty *pt;
+	struct device *dev;
+	int err;
+
+	if (index >= PCINET_TTY_MINORS) {
+		dev_warn(pcinet_link_dev(link),
+			 "link %d: no %s minor left, no tty\n", index,
+			 PCINET_TTY_NAME);
+		return NULL;
+	}
+	pt = kzalloc(sizeof(*pt), GFP_KERNEL);
+	if (!pt)
+		return ERR_PTR(-ENOMEM);
+	tty_port_init(&pt->port);
+	pt->port.ops = &pcinet_tty_port_ops;
+	pt->link = link;
+	pt->index = index;
+	pt->tx = pcinet_link_tx(link, PCINET_CHAN_TTY);
+	pt->rx = pcinet_link_rx(link, PCINET_CHAN_TTY);
+	spin_lock_init(&pt->lock);
+	raw_spin_lock_init(&pt->tx_lock);
+	INIT_DELAYED_WORK(&pt->rx_work, pcinet_tty_rx_work);
+
+	rcu_assign_pointer(pcinet_tty_table[index], pt);
+	dev = tty_port_register_device(&pt->port, pcinet_tty_driver, index,
+				       pcinet_link_dev(link));
+	if (IS_ERR(dev)) {
+		err = PTR_ERR(dev);
+		goto abort_with_port;
+	}
+	pcinet_link_attach(link, PCINET_CHAN_TTY, &pcinet_tty_chan_ops, pt);
+	return pt;
+
+abort_with_port:
+	pcinet_tty_unpublish(pt);
+	tty_port_put(&pt->port);
+	return ERR_PTR(err);
+}
+
+/**
+ * pcinet_tty_destroy - remove /dev/ttyPCI<n>
+ * @pt: the front-end, or NULL
+ *
+ * An open tty is hung up and keeps the front-end, detached from the link,
+ * until it is closed.
+ */
+void pcinet_tty_destroy(struct pcinet_tty *pt)
+{
+	unsigned long flags;
+
+	if (!pt)
+		return;
+	pcinet_link_detach(pt->link, PCINET_CHAN_TTY);
+	raw_spin_lock_irqsave(&pt->tx_lock, flags);
+	pt->running = false;
+	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
+	cancel_delayed_work_sync(&pt->rx_work);
+
+	pcinet_tty_unpublish(pt);
+	tty_port_tty_hangup(&pt->port, false);
+	tty_port_unregister_device(&pt->port, pcinet_tty_driver, pt->index);
+	tty_port_put(&pt->port);
+}
+
+/* ----- module ----- */
+
+/**
+ * pcinet_tty_init - register the ttyPCI driver and console
+ *
+ * Call at module load, before any link is created.
+ *
+ * Return: 0 or a negative errno.
+ */
+int __init pcinet_tty_init(void)
+{
+	struct tty_driver *drv;
+	int err;
+
+	drv = tty_alloc_driver(PCINET_TTY_MINORS,
+			       TTY_DRIVER_REAL_RAW | TTY_DRIVER_DYNAMIC_DEV);
+	if (IS_ERR(drv))
+		return PTR_ERR(drv);
+	drv->driver_name = "pcinet_tty";
+	drv->name = PCINET_TTY_NAME;
+	drv->major = 0;		/* dynamic */
+	drv->minor_start = 0;
+	drv->type = TTY_DRIVER_TYPE_SERIAL;
+	drv->subtype = SERIAL_TYPE_NORMAL;
+	drv->init_termios = tty_std_termios;
+	/* CLOCAL, as serial drivers do: carrier matters once cleared. */
+	drv->init_termios.c_cflag = B115200 | CS8 | CREAD | HUPCL | CLOCAL;
+	drv->init_termios.c_ispeed = 115200;
+	drv->init_termios.c_ospeed = 115200;
+	tty_set_operations(drv, &pcinet_tty_ops);
+	err = tty_register_driver(drv);
+	if (err) {
+		tty_driver_kref_put(drv);
+		return err;
+	}
+	pcinet_tty_driver = drv;
+
+	if (pcinet_console_force) {
+		pcinet_console.flags |= CON_ENABLED;
+		pcinet_console.index = 0;
+	}
+	register_console(&pcinet_console);
+	return 0;
+}
+
+/**
+ * pcinet_tty_exit - unregister the ttyPCI console and driver
+ *
+ * Call at module unload, after every link is gone.
+ */
+void pcinet_tty_exit(void)
+{
+	/* printk enabled it if and only if it registered it */
+	if (pcinet_console.flags & CON_ENABLED)
+		unregister_console(&pcinet_console);
+	tty_unregister_driver(pcinet_tty_driver);
+	tty_driver_kref_put(pcinet_tty_driver);
+}
