@@ -1,0 +1,610 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""/dev/ttyPCI0 as users meet it: two QEMU guests joined by pcinet-fabric.
+
+Run: python3 tests/qemu/test_ttypci.py [-k PATTERN], or make check TESTS=tty
+
+    +------- a -------+      pcinet-fabric       +------- b -------+
+    |   /dev/ttyPCI0  |<==== ivshmem-doorbell ==>|   /dev/ttyPCI0  |
+    +-----------------+  one 64 KiB ring per way +-----------------+
+
+The line is a null modem: each side's open port is the other's carrier.
+Termios default to CLOCAL (as on any serial port); cases that test carrier
+clear it.  Every guest command that reads or writes the tty runs under
+`timeout`, so a lost byte fails a case instead of hanging the agent.
+
+Each case starts from freshly loaded modules (empty rings, default termios)
+and fails if it does not hold what a user relies on; speeds are printed,
+not asserted (that is `make bench`).
+"""
+
+import hashlib
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pcinet_harness as h  # noqa: E402
+
+KO = '/lib/modules/extra/pcinet.ko'
+TTY = '/dev/ttyPCI0'
+PEER = {'a': 'b', 'b': 'a'}
+MIB = 1024 * 1024
+# Status of a command that `timeout` stopped: busybox's timeout execs the
+# command and SIGTERMs it, so the shell sees 128 + 15 (GNU's says 124).
+TIMED_OUT = '143'
+
+h.configure(extra_modules=[h.ROOT / 'drivers/net/pcinet/pcinet.ko'])
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+def log_mark(vm):
+    """Lines in the guest's kernel log now: link messages after it count."""
+    return int(vm.run('dmesg | wc -l'))
+
+
+def link_state(vm, mark):
+    """'up', 'down' or '' from the last link message after mark."""
+    out = vm.run(f'dmesg | tail -n +{mark + 1} | '
+                 'grep -oE "link [0-9]+ (up|down)" | tail -n1')
+    return out.split()[-1] if out.split() else ''
+
+
+def wait_link(marks, timeout=15.0):
+    """Wait until every vm in marks ({vm: log_mark()}, taken before what
+    took the link down) logged the link up again.  "down" messages are
+    ratelimited, "up" ones are not: only lines after the mark count."""
+    end = time.monotonic() + timeout
+    while True:
+        states = {vm.name: link_state(vm, m) for vm, m in marks.items()}
+        if all(s == 'up' for s in states.values()):
+            return
+        if time.monotonic() > end:
+            raise h.CaseFailure(f'link not up within {timeout}s: {states}')
+        time.sleep(0.3)
+
+
+def unload(vm):
+    """Kill whatever holds the tty (busybox has no fuser here), then rmmod;
+    the tty's release, and with it the module reference, is asynchronous."""
+    vm.run('for d in /proc/[0-9]*/fd; do ls -l $d 2>/dev/null | '
+           f'grep -q " -> {TTY}$" && p=${{d%/fd}} && kill -9 ${{p#/proc/}}; '
+           'done; for i in $(seq 50); do grep -q "^pcinet " /proc/modules || '
+           'exit 0; rmmod pcinet 2>/dev/null && exit 0; usleep 100000; done; '
+           'rmmod pcinet')
+
+
+def fresh(t, args=''):
+    """Both sides reloaded: empty rings, default termios, link up."""
+    for vm in (t.a, t.b):
+        unload(vm)
+    marks = {vm: log_mark(vm) for vm in (t.a, t.b)}
+    for vm in (t.a, t.b):
+        vm.run(f'insmod {KO} {args} && '
+               f'for i in $(seq 50); do [ -e {TTY} ] && exit 0; '
+               f'usleep 100000; done; exit 1')
+    wait_link(marks)
+
+
+def raw(vm, modem='clocal'):
+    """Raw mode: every byte passes unchanged; modem: clocal or -clocal,
+    and more stty flags."""
+    vm.run(f'stty -F {TTY} raw -echo {modem}')
+
+
+def make_file(vm, name, nbytes):
+    """Random file /tmp/<name>; returns its sha256."""
+    out = vm.run(f'[ "$(stat -c %s /tmp/{name} 2>/dev/null)" = {nbytes} ] || '
+                 f'head -c {nbytes} /dev/urandom >/tmp/{name}; '
+                 f'sha256sum </tmp/{name}', timeout=120)
+    return out.split()[-2]
+
+
+def start_reader(vm, nbytes, secs=300, tag='rx'):
+    """Background `head -c nbytes` of the tty into /tmp/<tag>.bin; the pid
+    (of head itself: busybox timeout execs it) is in /tmp/<tag>.pid and its
+    status lands in /tmp/<tag>.rc."""
+    vm.run(f'rm -f /tmp/{tag}.*; '
+           f'(timeout {secs} head -c {nbytes} {TTY} >/tmp/{tag}.bin & '
+           f'echo $! >/tmp/{tag}.pid; wait $!; echo $? >/tmp/{tag}.rc) '
+           f'>/dev/null 2>&1 & '
+           f'while [ ! -s /tmp/{tag}.pid ]; do usleep 10000; done')
+
+
+def start_writer(vm, src, secs=300, tag='tx'):
+    """Background `cat src >tty`; status in /tmp/<tag>.rc."""
+    vm.run(f'rm -f /tmp/{tag}.rc; (timeout {secs} cat {src} >{TTY}; '
+           f'echo $? >/tmp/{tag}.rc) >/dev/null 2>&1 &')
+
+
+def wait_file(vm, path, secs):
+    """Wait in the guest until path exists; returns its content or None."""
+    tenths = int(secs * 10)
+    out = vm.run(f'i=0; while [ ! -e {path} ] && [ $i -lt {tenths} ]; do '
+                 f'usleep 100000; i=$((i+1)); done; cat {path} 2>/dev/null; '
+                 f'true', timeout=secs + 60)
+    return out.strip() if out.strip() else None
+
+
+def chunk_sums(vm, path, chunk=65536):
+    """md5 of each chunk of a guest file, for locating damage."""
+    return vm.run(f'n=$(wc -c <{path}); i=0; '
+                  f'while [ $((i * {chunk})) -lt $n ]; do '
+                  f'dd if={path} bs={chunk} skip=$i count=1 2>/dev/null | '
+                  f'md5sum; i=$((i+1)); done', timeout=300).split()[::2]
+
+
+def where_damaged(src, src_path, dst, dst_path):
+    """A description of where dst_path first differs from src_path."""
+    a, b = chunk_sums(src, src_path), chunk_sums(dst, dst_path)
+    bad = [i for i in range(min(len(a), len(b))) if a[i] != b[i]]
+    if not bad:
+        return 'no chunk differs'
+    i = bad[0]
+    dump = (f'dd if={{}} bs=65536 skip={i} count=1 2>/dev/null | '
+            'od -A d -t x1 | head -n 6')
+    return (f'{len(bad)} of {len(b)} 64 KiB chunks differ, first #{i}:\n'
+            f'  sent:     {src.run(dump.format(src_path))}\n'
+            f'  received: {dst.run(dump.format(dst_path))}\n'
+            f'  termios {src.name}: {src.run(f"stty -F {TTY} -g")}'
+            f'  termios {dst.name}: {dst.run(f"stty -F {TTY} -g")}')
+
+
+def check_received(vm, tag, want_sha, nbytes, what, src=None, src_path=None):
+    """The reader started by start_reader() got exactly what was sent."""
+    rc = wait_file(vm, f'/tmp/{tag}.rc', 600)
+    got = vm.run(f'wc -c </tmp/{tag}.bin; sha256sum </tmp/{tag}.bin').split()
+    ok = rc == '0' and int(got[0]) == nbytes and got[1] == want_sha
+    if not ok and src is not None and int(got[0]) > 0:
+        what += '\n' + where_damaged(src, src_path, vm, f'/tmp/{tag}.bin')
+    h.expect(ok, f'{what}: reader rc {rc}, got {got[0]} of {nbytes} bytes, '
+             f'sha256 {"equal" if got[1] == want_sha else "differs"}')
+
+
+def transfer(src, dst, nbytes, name):
+    """nbytes of random data src -> dst in raw mode, sha256 compared."""
+    sha = make_file(src, name, nbytes)
+    start_reader(dst, nbytes)
+    src.run(f'timeout 300 cat /tmp/{name} >{TTY}', timeout=360)
+    check_received(dst, 'rx', sha, nbytes, f'{src.name}->{dst.name}',
+                   src, f'/tmp/{name}')
+
+
+def first_diff(got, want):
+    """Offset where two byte strings first differ, with context."""
+    n = min(len(got), len(want))
+    i = next((i for i in range(n) if got[i] != want[i]), n)
+    return (f'{len(got)} bytes, want {len(want)}; first difference at {i}:'
+            f'\n  got  {got[i - 40:i + 60]!r}\n  want {want[i - 40:i + 60]!r}')
+
+
+def reader_done(vm, tag):
+    return vm.run(f'cat /tmp/{tag}.rc 2>/dev/null || true').strip()
+
+
+# --------------------------------------------------------------------------
+# cases
+# --------------------------------------------------------------------------
+
+@h.case('tty-device')
+def _(t):
+    """ttyPCI0 appears with the link, goes with the module, comes back."""
+    fresh(t)
+    for vm in (t.a, t.b):
+        out = vm.run(f'ls -l {TTY}; grep ttyPCI /proc/tty/drivers')
+        h.expect(re.search(r'^c.* (\d+), +0 .*/dev/ttyPCI0$', out, re.M) and
+                 re.search(r'/dev/ttyPCI +\d+ 0-15 serial', out),
+                 f'{vm.name}: no ttyPCI0 char device or driver:\n{out}')
+        unload(vm)
+        vm.run(f'! [ -e {TTY} ] && ! grep -q ttyPCI /proc/tty/drivers')
+    fresh(t)
+
+
+@h.case('tty-all-bytes')
+def _(t):
+    """Every byte value 0..255, both ways, passes unchanged in raw mode."""
+    fresh(t)
+    for vm in (t.a, t.b):
+        raw(vm)
+    script = ('i=0; s=; while [ $i -lt 256 ]; do s="$s\\\\$(printf %o $i)"; '
+              'i=$((i+1)); done; printf "$s$s$s$s" >/tmp/bytes')
+    want = hashlib.sha256(bytes(range(256)) * 4).hexdigest()
+    for src in (t.a, t.b):
+        dst = t[PEER[src.name]]
+        src.run(script)
+        start_reader(dst, 1024, secs=30)
+        src.run(f'timeout 30 cat /tmp/bytes >{TTY}', timeout=60)
+        check_received(dst, 'rx', want, 1024, f'{src.name}->{dst.name}')
+
+
+@h.case('tty-16M-each-way')
+def _(t):
+    """16 MiB of random data a->b, then b->a, sha256 equal at both ends."""
+    fresh(t)
+    for vm in (t.a, t.b):
+        raw(vm)
+    transfer(t.a, t.b, 16 * MIB, 'tx.16')
+    transfer(t.b, t.a, 16 * MIB, 'tx.16')
+
+
+@h.case('tty-16M-both-ways')
+def _(t):
+    """16 MiB each way at the same time."""
+    fresh(t)
+    sha = {}
+    for vm in (t.a, t.b):
+        raw(vm)
+        sha[vm.name] = make_file(vm, 'tx.16', 16 * MIB)
+    for vm in (t.a, t.b):
+        start_reader(vm, 16 * MIB)
+    for vm in (t.a, t.b):
+        start_writer(vm, '/tmp/tx.16')
+    for vm in (t.a, t.b):
+        check_received(vm, 'rx', sha[PEER[vm.name]], 16 * MIB,
+                       f'{PEER[vm.name]}->{vm.name}')
+        h.expect(wait_file(vm, '/tmp/tx.rc', 60) == '0',
+                 f'{vm.name}: writer failed')
+
+
+@h.case('tty-reader-stopped')
+def _(t):
+    """A reader stopped for 4 s mid-transfer: the writer blocks (flow
+    control back through the ring), nothing is lost, both finish."""
+    fresh(t)
+    for src in (t.a, t.b):
+        dst = t[PEER[src.name]]
+        for vm in (src, dst):
+            raw(vm)
+        sha = make_file(src, 'tx.64', 64 * MIB)
+        start_reader(dst, 64 * MIB)
+        start_writer(src, '/tmp/tx.64')
+        dst.run('usleep 300000; kill -STOP $(cat /tmp/rx.pid)')
+        before = int(dst.run('sleep 1; wc -c </tmp/rx.bin'))
+        time.sleep(3)
+        after = int(dst.run('wc -c </tmp/rx.bin'))
+        writer = src.run('cat /tmp/tx.rc 2>/dev/null || echo running').strip()
+        dst.run('kill -CONT $(cat /tmp/rx.pid)')
+        h.expect(before == after and 0 < before < 64 * MIB,
+                 f'stopped reader: {before} -> {after} bytes')
+        h.expect(writer == 'running', f'writer finished ({writer}) although '
+                 'the reader was stopped: bytes went somewhere')
+        check_received(dst, 'rx', sha, 64 * MIB, f'{src.name}->{dst.name}')
+        h.expect(wait_file(src, '/tmp/tx.rc', 60) == '0', 'writer failed')
+
+
+@h.case('tty-getty')
+def _(t):
+    """getty on b, driven from a: the shell answers; closing a's end (DTR
+    drops with HUPCL) hangs up b's shell like a modem line."""
+    fresh(t)
+    pid = t.b.run(f'getty -n -l /bin/sh 115200 ttyPCI0 >/dev/null 2>&1 & '
+                  f'echo $!').strip()
+    t.b.run(f'usleep 500000; kill -0 {pid}')
+    # Termios first, with -hupcl so that this open and close leaves a's
+    # DTR up instead of pulsing it (a pulse would hang b up); no echo, so
+    # b's output is not typed back at it.  HUPCL again for the final close.
+    out = t.a.run(
+        f'stty -F {TTY} raw -echo -hupcl; exec 3<>{TTY}; '
+        'timeout 20 cat <&3 >/tmp/sess.out & c=$!; usleep 300000; '
+        'printf "echo HOST=\\$(hostname) TTY=\\$(tty) SUM=\\$((6*7))\\n" >&3; '
+        'for i in $(seq 100); do grep -q "SUM=42" /tmp/sess.out && break; '
+        'usleep 100000; done; kill $c; stty hupcl <&3; exec 3>&-; '
+        'cat /tmp/sess.out', timeout=60)
+    h.expect('HOST=b TTY=/dev/ttyPCI0 SUM=42' in out,
+             'the shell on b did not answer:\n' + out)
+    gone = t.b.run(f'for i in $(seq 50); do kill -0 {pid} 2>/dev/null || '
+                   '{ echo gone; exit 0; }; usleep 100000; done; echo alive')
+    h.expect(gone.strip() == 'gone', "b's shell survived a's hangup")
+
+
+@h.case('tty-carrier')
+def _(t):
+    """Without CLOCAL: open waits for the peer's open; the peer's close
+    hangs up (HUPCL); with -hupcl carrier stays; the peer unloading hangs
+    up."""
+    fresh(t)
+    t.a.run(f'stty -F {TTY} -clocal -echo')
+    # a's blocking open waits: b has not opened its end
+    t.a.run(f'rm -f /tmp/c.*; (timeout 30 cat {TTY} >/tmp/c.out; '
+            f'echo $? >/tmp/c.rc) >/dev/null 2>&1 & sleep 1')
+    h.expect(reader_done(t.a, 'c') == '', 'open did not wait for carrier')
+    # b opens (carrier), says hello, closes (HUPCL: hangup on a)
+    t.b.run(f'exec 3<>{TTY}; printf "carrier-up\\n" >&3; sleep 1')
+    rc = wait_file(t.a, '/tmp/c.rc', 5)
+    out = t.a.run('cat /tmp/c.out')
+    h.expect(rc == '0' and 'carrier-up' in out,
+             f'peer close: reader rc {rc} (0: hung up, {TIMED_OUT}: not), '
+             f'got {out!r}')
+    # with -hupcl, b's DTR stays up after close: a opens at once, no hangup
+    t.b.run(f'stty -F {TTY} -hupcl')
+    t.a.run(f'rm -f /tmp/c.*; (timeout 3 cat {TTY} >/tmp/c.out; '
+            f'echo $? >/tmp/c.rc) >/dev/null 2>&1 &')
+    rc = wait_file(t.a, '/tmp/c.rc', 10)
+    h.expect(rc == TIMED_OUT, f'with -hupcl on b: reader rc {rc}, want '
+             f'{TIMED_OUT} (still open when its timeout hit)')
+    # b unloads: the link goes, a's reader is hung up within a second
+    t.a.run(f'rm -f /tmp/c.*; (timeout 30 cat {TTY} >/tmp/c.out; '
+            f'echo $? >/tmp/c.rc) >/dev/null 2>&1 & sleep 1')
+    h.expect(reader_done(t.a, 'c') == '', 'reader ended early')
+    unload(t.b)
+    rc = wait_file(t.a, '/tmp/c.rc', 3)
+    h.expect(rc == '0', f'peer unloaded: reader rc {rc}, want 0 (hung up)')
+
+
+@h.case('tty-unbind-under-traffic')
+def _(t):
+    """While bytes flow: rmmod is refused (the open tty holds the module);
+    unbinding the device hangs up both ends; rebinding gives a working
+    line once the old tty is closed."""
+    fresh(t)
+    raw(t.a, '-clocal')
+    raw(t.b)
+    make_file(t.a, 'tx.64', 64 * MIB)
+    start_reader(t.b, 64 * MIB)
+    start_writer(t.a, '/tmp/tx.64')
+    t.b.run('sleep 1')
+    for vm in (t.a, t.b):
+        rc, _ = vm.sh('rmmod pcinet')
+        h.expect(rc != 0, f'{vm.name}: rmmod succeeded with the tty open')
+    dev = t.b.run('ls /sys/bus/pci/drivers/pcinet/ | grep ^0000').strip()
+    marks = {vm: log_mark(vm) for vm in (t.a, t.b)}
+    t.b.run(f'echo {dev} >/sys/bus/pci/drivers/pcinet/unbind; ! [ -e {TTY} ]')
+    h.expect(wait_file(t.b, '/tmp/rx.rc', 5) is not None,
+             "b's reader was not hung up by the unbind")
+    rc = wait_file(t.a, '/tmp/tx.rc', 5)
+    h.expect(rc not in (None, '0', TIMED_OUT),
+             f"a's writer (-clocal) not hung up when b went: rc {rc}")
+    t.b.run(f'echo {dev} >/sys/bus/pci/drivers/pcinet/bind; '
+            f'for i in $(seq 50); do [ -e {TTY} ] && exit 0; usleep 100000; '
+            f'done; exit 1')
+    wait_link(marks)
+    for vm in (t.a, t.b):
+        raw(vm)
+    transfer(t.a, t.b, MIB, 'tx.1')
+    transfer(t.b, t.a, MIB, 'tx.1')
+
+
+@h.case('tty-peer-frozen')
+def _(t):
+    """A frozen peer (SIGSTOP) takes the link down: a -clocal reader is
+    hung up; after SIGCONT the line works again."""
+    fresh(t)
+    raw(t.b, 'clocal -hupcl')	# b's DTR stays up: a has carrier
+    raw(t.a, '-clocal')
+    t.a.run(f'rm -f /tmp/c.*; (timeout 60 cat {TTY} >/dev/null; '
+            f'echo $? >/tmp/c.rc) >/dev/null 2>&1 & sleep 1')
+    h.expect(reader_done(t.a, 'c') == '', 'reader ended before the freeze')
+    marks = {vm: log_mark(vm) for vm in (t.a, t.b)}
+    t.b.kill(signal.SIGSTOP)
+    try:
+        rc = wait_file(t.a, '/tmp/c.rc', 5)
+    finally:
+        t.b.kill(signal.SIGCONT)
+    h.expect(rc == '0', f'reader not hung up by the frozen peer: rc {rc}')
+    wait_link(marks)
+    for vm in (t.a, t.b):
+        raw(vm)
+    transfer(t.a, t.b, MIB, 'tx.1')
+    transfer(t.b, t.a, MIB, 'tx.1')
+
+
+@h.case('tty-peer-killed')
+def _(t):
+    """kill -9 of the peer's QEMU mid-transfer: the writer (-clocal) is hung
+    up; the restarted peer gets a working line."""
+    fresh(t)
+    raw(t.a, '-clocal')
+    raw(t.b, 'clocal -hupcl')
+    make_file(t.a, 'tx.64', 64 * MIB)
+    start_reader(t.b, 64 * MIB)
+    start_writer(t.a, '/tmp/tx.64')
+    t.a.run('sleep 1')
+    mark = log_mark(t.a)
+    t.b.kill(signal.SIGKILL)
+    rc = wait_file(t.a, '/tmp/tx.rc', 5)
+    h.expect(rc not in (None, '0', TIMED_OUT),
+             f'writer not hung up when the peer died: rc {rc}')
+    t.b.restart()
+    t.b.run(f'insmod {KO}')
+    wait_link({t.a: mark, t.b: 0})
+    for vm in (t.a, t.b):
+        raw(vm)
+    transfer(t.a, t.b, MIB, 'tx.1')
+    transfer(t.b, t.a, MIB, 'tx.1')
+
+
+@h.case('tty-bad-peer')
+def _(t):
+    """A peer scribbling over our inbox while the tty carries data both
+    ways costs link resets at most; after it reloads, the line works."""
+    fresh(t)
+    for vm in (t.a, t.b):
+        raw(vm)
+        vm.run(f'(timeout 60 cat {TTY} >/dev/null &); '
+               f'(timeout 60 sh -c "while :; do head -c 65536 /dev/urandom; '
+               f'done" >{TTY} 2>/dev/null &)')
+    rc, out = t.b.sh('pcinet-poke garbage 1000', timeout=180)
+    h.expect(rc == 0, 'pcinet-poke failed:\n' + out)
+    n = t.a.run('dmesg | grep -c "tty: bad peer data" || true').strip()
+    h.info(f'a reported bad tty data {n} times')
+    fresh(t)
+    for vm in (t.a, t.b):
+        raw(vm)
+    transfer(t.a, t.b, MIB, 'tx.1')
+    transfer(t.b, t.a, MIB, 'tx.1')
+
+
+@h.case('tty-room-wakeup')
+def _(t):
+    """n_tty sleeps without writing when the next character needs more room
+    than is left ("\\n" as "\\r\\n" with one byte free); the writer must be
+    woken when the peer frees space.  Regression: it was only woken when it
+    had found the ring completely full."""
+    fresh(t)
+    # b's termios first: an open drains the ring into the tty, whose close
+    # then discards what nobody read (stty would eat the bytes below)
+    raw(t.b)
+    raw(t.a)
+    # b's end is closed: a's bytes wait in the ring, which has 64 KiB
+    t.a.run(f'head -c 65535 /dev/zero >{TTY}')
+    t.a.run(f'stty -F {TTY} sane clocal; rm -f /tmp/nl.rc; '
+            f'(timeout 30 printf "\\n" >{TTY}; echo $? >/tmp/nl.rc) '
+            '>/dev/null 2>&1 & sleep 1')
+    h.expect(t.a.run('cat /tmp/nl.rc 2>/dev/null || true').strip() == '',
+             'the newline went out although only one byte was free')
+    start_reader(t.b, 65537, secs=20)
+    rc = wait_file(t.a, '/tmp/nl.rc', 15)
+    h.expect(rc == '0', f'writer not woken when b made room: status {rc}')
+    check_received(t.b, 'rx', hashlib.sha256(bytes(65535) + b'\r\n')
+                   .hexdigest(), 65537, 'a->b')
+
+
+@h.case('tty-cooked-flow-control')
+def _(t):
+    """Cooked output (tabs expanded with tab3, "\\n" as "\\r\\n") through a
+    ring that fills again and again while the reader runs in snatches:
+    every byte arrives, expanded as termios says, and the writer finishes."""
+    fresh(t)
+    t.a.run(f'stty -F {TTY} sane clocal tab3; awk \'BEGIN {{ for (i = 0; '
+            'i < 8000; i++) printf "L%d\\t%s\\t%s\\tend\\n", i, '
+            'substr("aaaaaaa", 1, i % 7), substr("bbbbb", 1, i % 5) }\' '
+            '>/tmp/tabs.txt', timeout=120)
+    data = t.a.sh_bytes('cat /tmp/tabs.txt')[1]
+    want = b''.join(l.expandtabs(8) + b'\r\n' for l in data.split(b'\n')[:-1])
+    raw(t.b)
+    t.b.run(f'rm -f /tmp/rx.*; timeout 300 cat {TTY} >/tmp/rx.bin & '
+            f'echo $! >/tmp/rx.pid; kill -STOP $!')
+    start_writer(t.a, '/tmp/tabs.txt', secs=300)
+    # let the reader run for moments only: the ring fills again and again
+    t.b.run('p=$(cat /tmp/rx.pid); for i in $(seq 40); do usleep 200000; '
+            'kill -CONT $p; usleep 3000; kill -STOP $p; done; kill -CONT $p',
+            timeout=120)
+    rc = wait_file(t.a, '/tmp/tx.rc', 60)
+    h.expect(rc == '0', f'cooked writer: status {rc} (None: still blocked)')
+    got = t.b.sh_bytes(f'n=0; while [ $(wc -c </tmp/rx.bin) -lt {len(want)} ] '
+                       f'&& [ $n -lt 100 ]; do usleep 100000; n=$((n+1)); '
+                       f'done; kill $(cat /tmp/rx.pid); cat /tmp/rx.bin',
+                       timeout=120)[1]
+    h.expect(got == want, 'cooked stream damaged: ' + first_diff(got, want))
+
+
+def console_capture(reader, writer, lines, level='<2>'):
+    """Lines written to writer's /dev/kmsg, as seen on reader's ttyPCI0."""
+    raw(reader)
+    reader.run(f'rm -f /tmp/con.*; (timeout 15 cat {TTY} >/tmp/con.out &); '
+               'usleep 500000')
+    for line in lines:
+        writer.run(f'echo "{level}{line}" >/dev/kmsg')
+    return reader.sh_bytes('sleep 2; cat /tmp/con.out')[1]
+
+
+@h.case('tty-console-param')
+def _(t):
+    """insmod pcinet console=1: kernel messages (at console loglevel) reach
+    the peer's ttyPCI0, one "\\r\\n"-terminated line each."""
+    fresh(t)
+    unload(t.a)
+    marks = {vm: log_mark(vm) for vm in (t.a, t.b)}
+    t.a.run(f'insmod {KO} console=1')
+    wait_link(marks)
+    cons = t.a.run('cat /proc/consoles')
+    h.expect(re.search(r'^ttyPCI0 .*\(.*E.*\)', cons, re.M),
+             'ttyPCI0 not an enabled console:\n' + cons)
+    got = console_capture(t.b, t.a, ['pcinet-con-1', 'pcinet-con-2'])
+    got_quiet = console_capture(t.b, t.a, ['pcinet-con-quiet'], level='<7>')
+    for m in ('pcinet-con-1', 'pcinet-con-2'):
+        h.expect(re.search(rb'\] ' + m.encode() + rb'\r\n', got),
+                 f'{m} missing on b: {got!r}')
+    h.expect(b'pcinet-con-quiet' not in got_quiet,
+             'a message below the console loglevel was printed')
+    unload(t.a)
+    h.expect('ttyPCI' not in t.a.run('cat /proc/consoles'),
+             'console still registered after rmmod')
+
+
+@h.case('tty-console-cmdline')
+def _(t):
+    """console=ttyPCI0 on the kernel command line enables the console when
+    the module registers it, long after boot."""
+    t.mark_dirty('a was booted with console=ttyPCI0')
+    t.a.append = 'console=ttyPCI0'
+    t.a.restart()
+    unload(t.b)
+    marks = {vm: log_mark(vm) for vm in (t.a, t.b)}
+    for vm in (t.a, t.b):
+        vm.run(f'insmod {KO}')
+    wait_link(marks)
+    cons = t.a.run('cat /proc/consoles')
+    h.expect(re.search(r'^ttyPCI0 .*\(.*E.*\)', cons, re.M),
+             'ttyPCI0 not an enabled console:\n' + cons)
+    got = console_capture(t.b, t.a, ['pcinet-cmdline-console'])
+    h.expect(b'] pcinet-cmdline-console\r\n' in got,
+             f'console line missing on b: {got!r}')
+
+
+@h.case('tty-console-and-writes')
+def _(t):
+    """Console output and a cooked-mode writer (OPOST/ONLCR, which counts
+    on write_room()) share the ring: with the reader stopped a while so the
+    ring fills, every data byte still arrives, console lines between."""
+    fresh(t, 'console=1')
+    t.a.run(f'stty -F {TTY} sane clocal; i=0; while [ $i -lt 4000 ]; do '
+            'echo "data line $i abcdefghijklmnopqrstuvwxyz0123456789"; '
+            'i=$((i+1)); done >/tmp/data.txt', timeout=120)
+    data = t.a.sh_bytes('cat /tmp/data.txt')[1]
+    want = data.replace(b'\n', b'\r\n')
+    raw(t.b)
+    # cat, not head: it writes what it reads at once, so killing it at the
+    # end loses nothing (head would lose its stdio buffer)
+    t.b.run(f'rm -f /tmp/rx.*; timeout 120 cat {TTY} >/tmp/rx.bin & '
+            f'echo $! >/tmp/rx.pid')
+    t.a.run('(i=0; while [ $i -lt 200 ]; do echo "<2>CONMARK-$i" '
+            '>/dev/kmsg; i=$((i+1)); done; echo 0 >/tmp/k.rc) '
+            '>/dev/null 2>&1 &')
+    start_writer(t.a, '/tmp/data.txt', secs=120)
+    t.b.run('usleep 200000; kill -STOP $(cat /tmp/rx.pid); sleep 2; '
+            'kill -CONT $(cat /tmp/rx.pid)')
+    rc = wait_file(t.a, '/tmp/tx.rc', 60)
+    h.expect(rc == '0', f'writer: status {rc}')
+    h.expect(wait_file(t.a, '/tmp/k.rc', 60) == '0', 'kmsg writer failed')
+    t.b.run('sleep 2; kill $(cat /tmp/rx.pid)')
+    got = t.b.sh_bytes('cat /tmp/rx.bin', timeout=120)[1]
+    con = re.findall(rb'\[ *[0-9.]+\] CONMARK-(\d+)\r\n', got)
+    data_got = re.sub(rb'\[ *[0-9.]+\] CONMARK-\d+\r\n', b'', got)
+    h.info(f'{len(con)} of 200 console lines arrived with the data')
+    h.expect(data_got == want, f'data stream damaged (without {len(con)} '
+             'console lines): ' + first_diff(data_got, want))
+
+
+@h.case('tty-throughput')
+def _(t):
+    """Bytes per second each way in raw mode (printed, not asserted)."""
+    fresh(t)
+    for vm in (t.a, t.b):
+        raw(vm)
+    n = 32 * MIB
+    for src in (t.a, t.b):
+        dst = t[PEER[src.name]]
+        make_file(src, 'tx.32', n)
+        # The clock starts at the first byte, on the reader's machine.  One
+        # open for both reads: a close discards what the tty has buffered.
+        dst.run(f'rm -f /tmp/tp.*; (exec 3<{TTY}; timeout 300 dd '
+                f'of=/dev/null bs=1 count=1 <&3; read t0 _ </proc/uptime; '
+                f'timeout 300 dd of=/dev/null bs=65536 count={n // 65536} '
+                f'iflag=fullblock <&3; read t1 _ </proc/uptime; '
+                f'echo $t0 $t1 >/tmp/tp.t) >/dev/null 2>&1 & usleep 300000')
+        src.run(f'{{ printf x; cat /tmp/tx.32; }} | timeout 300 cat >{TTY}',
+                timeout=360)
+        stamps = wait_file(dst, '/tmp/tp.t', 60)
+        h.expect(stamps is not None, f'{dst.name} did not receive {n} bytes')
+        t0, t1 = (float(x) for x in stamps.split())
+        h.info(f'{src.name}->{dst.name}: {n / (t1 - t0) / 1e6:.1f} MB/s')
+
+
+if __name__ == '__main__':
+    raise SystemExit(h.main())
