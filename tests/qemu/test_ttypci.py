@@ -263,7 +263,10 @@ def _(t):
         sha = make_file(src, 'tx.64', 64 * MIB)
         start_reader(dst, 64 * MIB)
         start_writer(src, '/tmp/tx.64')
-        dst.run('usleep 300000; kill -STOP $(cat /tmp/rx.pid)')
+        # Stop the reader once bytes flow (a slow guest may take a while
+        # to start the writer), then give the ring time to fill.
+        dst.run('for i in $(seq 200); do [ -s /tmp/rx.bin ] && break; '
+                'usleep 50000; done; kill -STOP $(cat /tmp/rx.pid)')
         before = int(dst.run('sleep 1; wc -c </tmp/rx.bin'))
         time.sleep(3)
         after = int(dst.run('wc -c </tmp/rx.bin'))
@@ -282,14 +285,21 @@ def _(t):
     """getty on b, driven from a: the shell answers; closing a's end (DTR
     drops with HUPCL) hangs up b's shell like a modem line."""
     fresh(t)
+    # a's termios before b's shell prints anything: what b writes waits in
+    # the ring until a opens, and an echoing a would type it back at b.
+    # -hupcl so that this open and close leaves a's DTR up instead of
+    # pulsing it (a pulse would hang b up).
+    t.a.run(f'stty -F {TTY} raw -echo -hupcl')
     pid = t.b.run(f'getty -n -l /bin/sh 115200 ttyPCI0 >/dev/null 2>&1 & '
                   f'echo $!').strip()
-    t.b.run(f'usleep 500000; kill -0 {pid}')
-    # Termios first, with -hupcl so that this open and close leaves a's
-    # DTR up instead of pulsing it (a pulse would hang b up); no echo, so
-    # b's output is not typed back at it.  HUPCL again for the final close.
+    # getty flushes the line when it opens it: type only once it has
+    # exec'ed the shell (-n: no login prompt).
+    comm = t.b.run(f'for i in $(seq 100); do c=$(cat /proc/{pid}/comm); '
+                   f'[ "$c" = sh ] && break; usleep 100000; done; echo $c')
+    h.expect(comm.strip() == 'sh', f'getty did not start the shell: {comm}')
+    # HUPCL again for the final close.
     out = t.a.run(
-        f'stty -F {TTY} raw -echo -hupcl; exec 3<>{TTY}; '
+        f'exec 3<>{TTY}; '
         'timeout 20 cat <&3 >/tmp/sess.out & c=$!; usleep 300000; '
         'printf "echo HOST=\\$(hostname) TTY=\\$(tty) SUM=\\$((6*7))\\n" >&3; '
         'for i in $(seq 100); do grep -q "SUM=42" /tmp/sess.out && break; '
@@ -579,6 +589,113 @@ def _(t):
     h.info(f'{len(con)} of 200 console lines arrived with the data')
     h.expect(data_got == want, f'data stream damaged (without {len(con)} '
              'console lines): ' + first_diff(data_got, want))
+
+
+@h.case('tty-tcdrain-modem')
+def _(t):
+    """tcdrain() waits until the peer took every byte, TIOCOUTQ counts
+    them; TIOCMGET shows our DTR/RTS and the peer's as CD/DSR/CTS; with
+    the peer's end closed nothing is pending and tcdrain() returns."""
+    fresh(t)
+    for vm in (t.a, t.b):
+        raw(vm)
+    perf = 'pcinet-ttyperf'
+    out = t.a.run(f'{perf} modem {TTY}')
+    h.expect('dtr=1 rts=1 cd=0 dsr=0 cts=0' in out,
+             f'a, b closed: modem lines {out}')
+    # b holds its end open and starts reading after 6 s; a writes until
+    # b's tty buffers and the ring are full, then drains.
+    t.b.run(f'rm -f /tmp/dr.*; (exec 3<{TTY}; sleep 6; timeout 30 cat <&3 '
+            f'>/tmp/dr.bin) >/dev/null 2>&1 & usleep 500000')
+    out = t.a.run(f'{perf} modem {TTY}')
+    h.expect('dtr=1 rts=1 cd=1 dsr=1 cts=1' in out,
+             f'a, b open: modem lines {out}')
+    out = t.a.run(f'{perf} drain {TTY} {4 * MIB}', timeout=60)
+    m = re.search(r'wrote=(\d+) outq_before=(-?\d+) drain_secs=([\d.]+) '
+                  r'outq_after=(-?\d+) modem=(\w+)', out)
+    h.expect(m, f'pcinet-ttyperf drain: {out}')
+    wrote, before, secs, after = (int(m[1]), int(m[2]), float(m[3]),
+                                  int(m[4]))
+    h.info(f'wrote {wrote} bytes without blocking, {before} queued; '
+           f'tcdrain returned after {secs:.2f} s')
+    h.expect(before > 0 and after == 0 and secs >= 1.0,
+             f'tcdrain did not wait for the reader: {out}')
+    got = t.b.run(f'for i in $(seq 100); do [ "$(wc -c </tmp/dr.bin)" '
+                  f'-ge {wrote} ] && break; usleep 100000; done; '
+                  f'wc -c </tmp/dr.bin')
+    h.expect(int(got) == wrote, f'b read {got} of {wrote} bytes')
+    t.b.run('killall cat >/dev/null 2>&1; true')
+    out = t.a.run(f'for i in $(seq 50); do {perf} modem {TTY} | '
+                  f'grep -q "cd=0" && break; usleep 100000; done; '
+                  f'{perf} modem {TTY}')
+    h.expect('dtr=1 rts=1 cd=0 dsr=0 cts=0' in out,
+             f'a, b closed again: modem lines {out}')
+    out = t.a.run(f'{perf} drain {TTY} 1000', timeout=30)
+    h.expect(re.search(r'outq_before=0 drain_secs=0\.\d+ outq_after=0', out),
+             f'b closed, tcdrain: {out}')
+
+
+def tty_rtt(vm, n):
+    """p50, p99 and max echo round trip in ms over n 1-byte echoes."""
+    out = vm.run(f'pcinet-ttyperf rtt {TTY} {n}', timeout=n * 5 + 60)
+    m = re.search(r'p50_us=([\d.]+) p99_us=([\d.]+) .*max_us=([\d.]+)', out)
+    h.expect(m, f'{vm.name}: echo round trips failed: {out}')
+    return tuple(float(x) / 1000 for x in m.groups())
+
+
+def iperf_mbps(vm, path):
+    """Receiver-side Mbit/s from an iperf3 -J log in the guest."""
+    import json
+    out = vm.run(f'cat {path}')
+    try:
+        res = json.loads(out[out.index('{'):])
+        return res['end']['sum_received']['bits_per_second'] / 1e6
+    except (ValueError, KeyError) as e:
+        raise h.CaseFailure(f'{vm.name}: iperf3 failed ({e}):\n{out[-1500:]}')
+
+
+@h.case('tty-under-iperf3')
+def _(t):
+    """A saturating iperf3 on pcinet0 does not starve the tty: every echo
+    comes back within 2 s (p50/p99/max reported), and the echo traffic
+    leaves iperf3 at least half its throughput alone."""
+    fresh(t)
+    ips = {'a': '10.78.0.1', 'b': '10.78.0.2'}
+    for vm in (t.a, t.b):
+        vm.run(f'ip addr flush dev pcinet0 && ip addr add {ips[vm.name]}/24 '
+               f'dev pcinet0 && ip link set pcinet0 up')
+        raw(vm)
+    t.a.run(f'for i in $(seq 50); do ping -c 1 -W 1 {ips["b"]} >/dev/null '
+            f'&& exit 0; done; exit 1', timeout=120)
+    secs = 6
+    t.b.run('iperf3 -s -D >/dev/null 2>&1; usleep 300000; '
+            f'(pcinet-ttyperf echo {TTY} 120 >/dev/null 2>&1 &)')
+    quiet = tty_rtt(t.a, 100)
+
+    def iperf_run(tag, during):
+        # The same shape with and without the echoes: iperf3 in the
+        # background, the agent busy with `during` meanwhile.
+        t.a.run(f'(iperf3 -J -c {ips["b"]} -t {secs} >/tmp/{tag}.json 2>&1 &)'
+                '; sleep 1')
+        res = during()
+        t.a.run(f'for i in $(seq {secs * 10 + 100}); do grep -q "}}$" '
+                f'/tmp/{tag}.json 2>/dev/null && ! pidof iperf3 >/dev/null && '
+                'exit 0; usleep 100000; done; exit 1', timeout=secs + 60)
+        return iperf_mbps(t.a, f'/tmp/{tag}.json'), res
+
+    alone, _ = iperf_run('ip0', lambda: t.a.run('sleep 2'))
+    shared, busy = iperf_run('ip1', lambda: tty_rtt(t.a, 200))
+    t.a.run('killall iperf3 >/dev/null 2>&1; true')
+    t.b.run('killall iperf3 pcinet-ttyperf >/dev/null 2>&1; true')
+    h.info(f'echo idle: p50 {quiet[0]:.2f} ms, p99 {quiet[1]:.2f} ms, '
+           f'max {quiet[2]:.2f} ms')
+    h.info(f'echo under iperf3: p50 {busy[0]:.2f} ms, p99 {busy[1]:.2f} ms, '
+           f'max {busy[2]:.2f} ms')
+    h.info(f'iperf3 a->b: {alone:.0f} Mbit/s alone, {shared:.0f} Mbit/s '
+           f'with the echoes ({shared / alone:.2f}x)')
+    h.expect(busy[2] <= 2000, f'an echo took {busy[2]:.0f} ms under iperf3')
+    h.expect(shared >= 0.5 * alone, f'iperf3 fell from {alone:.0f} to '
+             f'{shared:.0f} Mbit/s while the tty echoed')
 
 
 @h.case('tty-throughput')

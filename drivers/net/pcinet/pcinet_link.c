@@ -557,14 +557,33 @@ void pcinet_link_fault(struct pcinet_link *link, enum pcinet_chan chan,
 void pcinet_link_set_open(struct pcinet_link *link, enum pcinet_chan chan,
 			  bool open)
 {
+	u32 mask;
+
 	spin_lock(&link->open_lock);
+	mask = link->open_mask;
 	if (open)
-		link->open_mask |= BIT(chan);
+		mask |= BIT(chan);
 	else
-		link->open_mask &= ~BIT(chan);
-	WRITE_ONCE(link->out->chan_open, cpu_to_le32(link->open_mask));
+		mask &= ~BIT(chan);
+	/* Read locklessly by pcinet_link_own_open() */
+	WRITE_ONCE(link->open_mask, mask);
+	WRITE_ONCE(link->out->chan_open, cpu_to_le32(mask));
 	spin_unlock(&link->open_lock);
 	pcinet_notify(link, PCINET_VEC_LINK);
+}
+
+/**
+ * pcinet_link_own_open - have we published @chan as open?
+ * @link: the link
+ * @chan: the channel
+ *
+ * Return: the last pcinet_link_set_open() for @chan.
+ */
+bool pcinet_link_own_open(const struct pcinet_link *link,
+			  enum pcinet_chan chan)
+{
+	/* Written under open_lock; a snapshot is all a caller can use. */
+	return READ_ONCE(link->open_mask) & BIT(chan);
 }
 
 bool pcinet_link_is_up(const struct pcinet_link *link)

@@ -83,6 +83,8 @@ void pcinet_link_fault(struct pcinet_link *link, enum pcinet_chan chan,
 void pcinet_link_set_open(struct pcinet_link *link, enum pcinet_chan chan,
 			  bool open);
 bool pcinet_link_is_up(const struct pcinet_link *link);
+bool pcinet_link_own_open(const struct pcinet_link *link,
+			  enum pcinet_chan chan);
 bool pcinet_link_peer_open(const struct pcinet_link *link,
 			   enum pcinet_chan chan);
 

@@ -231,6 +231,39 @@ static unsigned int pcinet_tty_write_room(struct tty_struct *tty)
 	return min_t(u32, room, PCINET_TTY_ROOM_MAX);
 }
 
+/*
+ * Bytes written but not yet taken by the peer, for tcdrain() and close
+ * (closing_wait).  They count only while the peer's end is open: with
+ * nobody listening there is nothing to wait for, as on a line without a
+ * receiver.  While bytes are pending ask the peer for a doorbell when it
+ * consumes (need_space, G/H as in pcinet_tty_tx_room()): the rx work wakes
+ * write_wait and tty_wait_until_sent() asks again, so the waiter is woken
+ * at least when the ring becomes empty.
+ */
+static unsigned int pcinet_tty_chars_in_buffer(struct tty_struct *tty)
+{
+	struct pcinet_tty *pt = tty->driver_data;
+	unsigned long flags;
+	int free = 0;
+
+	raw_spin_lock_irqsave(&pt->tx_lock, flags);
+	if (pt->running && READ_ONCE(pt->carrier)) {
+		free = pcinet_tx_free(pt->tx);
+		if (free >= 0 && (u32)free < pt->tx->size && !pt->tx_waiting) {
+			pt->tx_waiting = true;
+			free = pcinet_tx_wait_space(pt->tx);
+		}
+		if (unlikely(free < 0)) {
+			pt->tx_fault = true;
+			pcinet_tty_rx_schedule(pt);
+			free = pt->tx->size;
+		}
+		free = pt->tx->size - free;
+	}
+	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
+	return free;
+}
+
 /* ----- receive ----- */
 
 /* Give consumed space back; ring the peer if its writer waits for it. */
@@ -365,11 +398,15 @@ static void pcinet_tty_update_carrier(struct pcinet_tty *pt)
 
 	if (carrier == pt->carrier)
 		return;
-	pt->carrier = carrier;
-	if (carrier)
+	/* Read locklessly by pcinet_tty_chars_in_buffer() */
+	WRITE_ONCE(pt->carrier, carrier);
+	if (carrier) {
 		wake_up_interruptible(&pt->port.open_wait);
-	else
+	} else {
 		tty_port_tty_hangup(&pt->port, true);
+		/* tcdrain() has no peer to wait for any more. */
+		tty_port_tty_wakeup(&pt->port);
+	}
 }
 
 static void pcinet_tty_kick(void *priv)
@@ -572,6 +609,27 @@ static void pcinet_tty_unthrottle(struct tty_struct *tty)
 	pcinet_tty_rx_schedule(pt);
 }
 
+/*
+ * Modem lines for TIOCMGET, null-modem style: DTR and RTS are ours (up
+ * while the port is open and DTR was not dropped), CD, DSR and CTS are
+ * the peer's DTR seen through the link (carrier).
+ */
+static int pcinet_tty_tiocmget(struct tty_struct *tty)
+{
+	struct pcinet_tty *pt = tty->driver_data;
+	int lines = 0;
+
+	spin_lock(&pt->lock);
+	if (pt->link) {
+		if (pcinet_link_own_open(pt->link, PCINET_CHAN_TTY))
+			lines |= TIOCM_DTR | TIOCM_RTS;
+		if (pcinet_link_peer_open(pt->link, PCINET_CHAN_TTY))
+			lines |= TIOCM_CAR | TIOCM_DSR | TIOCM_CTS;
+	}
+	spin_unlock(&pt->lock);
+	return lines;
+}
+
 /* Compat (PCINET_TTY_INT_WRITE): kernels before 6.6 */
 static int pcinet_tty_write_int(struct tty_struct *tty, const u8 *buf,
 				int count)
@@ -588,6 +646,8 @@ static const struct tty_operations pcinet_tty_ops = {
 	.write = __builtin_choose_expr(PCINET_TTY_INT_WRITE,
 				       pcinet_tty_write_int, pcinet_tty_write),
 	.write_room = pcinet_tty_write_room,
+	.chars_in_buffer = pcinet_tty_chars_in_buffer,
+	.tiocmget = pcinet_tty_tiocmget,
 	.throttle = pcinet_tty_throttle,
 	.unthrottle = pcinet_tty_unthrottle,
 };

@@ -9,10 +9,16 @@
  *   pcinet-ttyperf send DEV BYTES        write BYTES bytes
  *   pcinet-ttyperf recv DEV BYTES SECS   read BYTES bytes (give up after
  *                                        SECS); time first to last byte
+ *   pcinet-ttyperf drain DEV BYTES       write up to BYTES without blocking
+ *                                        (stop when no room came for 1 s),
+ *                                        then tcdrain(); report the output
+ *                                        queue (TIOCOUTQ) around it
+ *   pcinet-ttyperf modem DEV             print the modem lines (TIOCMGET)
  *
  * The tty is put in raw mode (no echo, no translation, VMIN 1).  Output
  * is key=value lines:  rtt: n= p50_us= p99_us= avg_us= min_us= max_us=
- * recv: bytes= secs= kBps= (10^3 bytes per second).
+ * recv: bytes= secs= kBps= (10^3 bytes per second); drain: wrote=
+ * outq_before= drain_secs= outq_after= modem=; modem: dtr= rts= cd= dsr= cts=.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,6 +83,20 @@ static int write_all(int fd, const char *buf, size_t n)
 	return 0;
 }
 
+static int outq(int fd)
+{
+	int n = -1;
+
+	return ioctl(fd, TIOCOUTQ, &n) ? -1 : n;
+}
+
+static int modem(int fd)
+{
+	int lines = -1;
+
+	return ioctl(fd, TIOCMGET, &lines) ? -1 : lines;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -88,9 +109,10 @@ int main(int argc, char **argv)
 	static char buf[65536];
 	int fd;
 
-	if (argc < 4) {
+	if (argc < 3 || (argc < 4 && strcmp(argv[1], "modem"))) {
 		fprintf(stderr, "usage: pcinet-ttyperf echo DEV SECS | rtt DEV N [SIZE] | "
-			"send DEV BYTES | recv DEV BYTES SECS\n");
+			"send DEV BYTES | recv DEV BYTES SECS | drain DEV BYTES | "
+			"modem DEV\n");
 		return 1;
 	}
 	fd = open_raw(argv[2]);
@@ -180,6 +202,52 @@ int main(int argc, char **argv)
 		printf("recv: bytes=%lld secs=%.3f kBps=%.1f\n", got, t1 - t0,
 		       t1 > t0 ? (got - first) / (t1 - t0) / 1e3 : 0.0);
 		return got < want;
+	}
+	if (!strcmp(argv[1], "drain")) {
+		long long left = atoll(argv[3]), wrote = 0;
+		int fl = fcntl(fd, F_GETFL), before;
+		double t0;
+
+		memset(buf, 'z', sizeof(buf));
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+		while (left > 0) {
+			size_t n = left < (long long)sizeof(buf) ? (size_t)left : sizeof(buf);
+			ssize_t w = write(fd, buf, n);
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+			if (w > 0) {
+				wrote += w;
+				left -= w;
+				continue;
+			}
+			/* Full: stop once no room came back for a second. */
+			if (w < 0 && errno != EAGAIN && errno != EINTR)
+				break;
+			if (poll(&p, 1, 1000) <= 0)
+				break;
+		}
+		fcntl(fd, F_SETFL, fl);
+		before = outq(fd);
+		t0 = now();
+		if (tcdrain(fd)) {
+			perror("tcdrain");
+			return 1;
+		}
+		printf("drain: wrote=%lld outq_before=%d drain_secs=%.3f outq_after=%d "
+		       "modem=0x%x\n", wrote, before, now() - t0, outq(fd), modem(fd));
+		return 0;
+	}
+	if (!strcmp(argv[1], "modem")) {
+		int m = modem(fd);
+
+		if (m < 0) {
+			perror("TIOCMGET");
+			return 1;
+		}
+		printf("modem: dtr=%d rts=%d cd=%d dsr=%d cts=%d\n", !!(m & TIOCM_DTR),
+		       !!(m & TIOCM_RTS), !!(m & TIOCM_CD), !!(m & TIOCM_DSR),
+		       !!(m & TIOCM_CTS));
+		return 0;
 	}
 	fprintf(stderr, "pcinet-ttyperf: unknown command %s\n", argv[1]);
 	return 1;
