@@ -69,7 +69,8 @@ LINKS = {
     'pcinet': ('pcinet0', '10.77.0.1', '10.77.0.2'),
     'virtio_stream': ('eth0', '10.88.0.1', '10.88.0.2'),
 }
-LABEL = {'pcinet': 'pcinet', 'virtio_stream': 'virtio-net/stream'}
+LABEL = {'pcinet': 'pcinet', 'virtio_stream': 'virtio-net/stream',
+         'pcinet_threaded': 'pcinet, threaded'}
 PING_COUNT = 1000
 SOCKPERF_PORT = 11111
 USER_HZ = 100
@@ -295,7 +296,8 @@ class Bench:
         g['sockperf'] = (out.strip().splitlines() or ['?'])[0] if rc == 0 else 'not in the initramfs'
         g['has_sockperf'] = rc == 0
         g['pcinet_napi'] = run(a, 'echo gro_flush_timeout=$(cat /sys/class/net/pcinet0/gro_flush_timeout)ns '
-                               'napi_defer_hard_irqs=$(cat /sys/class/net/pcinet0/napi_defer_hard_irqs)').strip()
+                               'napi_defer_hard_irqs=$(cat /sys/class/net/pcinet0/napi_defer_hard_irqs) '
+                               'threaded=$(cat /sys/class/net/pcinet0/threaded)').strip()
         g['pcinet_features'] = run(a, "ethtool -k pcinet0 | grep -E '^(tx-checksumming|scatter-gather|"
                                    "tcp-segmentation-offload|rx-checksumming):' | tr -s ' ' | tr '\\n' ';'").strip()
         g['virtio_features'] = run(a, "ethtool -k eth0 | grep -E '^(tx-checksumming|scatter-gather|"
@@ -399,8 +401,10 @@ class Bench:
         return {f'{a} {b}': int(c) for a, b, c in
                 (l.split() for l in out.splitlines() if len(l.split()) == 3 and l.split()[2].isdigit())}
 
-    def udp(self, link, rep):
+    def udp(self, link, rep, fig_link=None):
         ifn, _, ipb = LINKS[link]
+        label = LABEL.get(fig_link, LABEL[link])
+        link = fig_link or link
         s0 = {vm.name: self.udp_snap(vm, ifn) for vm in (self.a, self.b)}
         res = self.iperf(f'-c {ipb} -u -l 64 -b 0 -t {self.secs}', timeout=self.secs + 60)
         s1 = {vm.name: self.udp_snap(vm, ifn) for vm in (self.a, self.b)}
@@ -427,15 +431,21 @@ class Bench:
             self.add(f'{link}.udp64.{k}', 100 * v / n, '% of sent')
         wire = d['b'].get('if rx_packets', 0)
         self.add(f'{link}.udp64.reached_receiver_pct', 100 * wire / n, '% of sent')
-        progress(f'  {LABEL[link]:17s} udp 64 B  rep {rep}: sent {tx_pps:8.0f} pps, '
+        progress(f'  {label:17s} udp 64 B  rep {rep}: sent {tx_pps:8.0f} pps, '
                  f'received {rx_pps:8.0f} pps, loss {loss:.1f}% (reached b {100 * wire / n:.0f}%, '
                  f'b socket buffer full {100 * where["receiver_rcvbuf_drop_pct"] / n:.0f}%, '
                  f'a qdisc drops {100 * where["sender_qdisc_drop_pct"] / n:.0f}%)')
 
+    def threaded(self, on):
+        for vm in (self.a, self.b):
+            run(vm, f'echo {int(on)} >/sys/class/net/pcinet0/threaded')
+
     # -- latency --------------------------------------------------------------
 
-    def ping(self, link, rep):
+    def ping(self, link, rep, fig_link=None):
         ipb = LINKS[link][2]
+        label = LABEL.get(fig_link, LABEL[link])
+        link = fig_link or link
         out = run(self.a, f'ping -A -c {PING_COUNT} -W 5 {ipb} >/tmp/ping.out 2>&1; '
                   "grep -o 'time=[0-9.]*' /tmp/ping.out | cut -d= -f2; tail -2 /tmp/ping.out",
                   timeout=PING_COUNT * 0.05 + 120)
@@ -447,7 +457,7 @@ class Bench:
         self.add(f'{link}.ping.p99_us', p99, 'us')
         self.add(f'{link}.ping.avg_us', avg, 'us')
         self.add(f'{link}.ping.replies', len(t), 'replies')
-        progress(f'  {LABEL[link]:17s} ping x{len(t)}  rep {rep}: p50 {p50:7.0f} us, '
+        progress(f'  {label:17s} ping x{len(t)}  rep {rep}: p50 {p50:7.0f} us, '
                  f'p99 {p99:7.0f} us, mean {avg:7.0f} us')
 
     def sockperf(self, link, rep):
@@ -691,6 +701,18 @@ class Bench:
                     self.udp(link, rep)
                 except BenchError as e:
                     self.error(f'{link} udp', e)
+        # pcinet with threaded NAPI (sysfs), the choice for a flooded
+        # small receiver: same UDP and ping runs, then back to the default.
+        try:
+            for rep in range(1, reps + 1):
+                self.threaded(True)
+                try:
+                    self.ping('pcinet', rep, 'pcinet_threaded')
+                    self.udp('pcinet', rep, 'pcinet_threaded')
+                except BenchError as e:
+                    self.error('pcinet threaded NAPI', e)
+        finally:
+            self.threaded(False)
 
         progress('== TCP throughput')
         for rep in range(1, reps + 1):
@@ -1025,9 +1047,18 @@ def write_md(path, R, bench, meta):
           f"{ratio_cell(ratios, 'tcp.mtu65535_vs_virtio_best.tx_p4_mbps')}, "
           f"{ratio_cell(ratios, 'tcp.mtu65535_vs_virtio_best.rx_p4_mbps')}).")
     w('\n![throughput against MTU](latest.png)\n')
+    def thr(k):
+        # pcinet with threaded NAPI: its cell and its ratio to virtio
+        t, v = R.get('pcinet_threaded.' + k), R.get('virtio_stream.' + k)
+        r = (f"{t['median'] / v['median']:.2f}×" if t and v and v['median'] else 'n/a')
+        return f"{cell(R, 'pcinet_threaded.' + k)} | {r}"
+
     w('## UDP, 64-byte payloads, unlimited rate (iperf3 -u -l 64 -b 0, a→b, MTU 1500)\n')
-    w('| figure | pcinet | virtio-net/stream | ratio |')
-    w('|---|---|---|---|')
+    w('pcinet runs with its default softirq NAPI, and again with threaded NAPI '
+      '(`echo 1 >/sys/class/net/pcinet0/threaded` on both guests), the choice for a small '
+      'receiver flooded by a faster peer.\n')
+    w('| figure | pcinet | virtio-net/stream | ratio | pcinet, threaded NAPI | ratio |')
+    w('|---|---|---|---|---|---|')
     for k, lab in (('udp64.rx_pps', 'received, packets/s'), ('udp64.tx_pps', 'sent, packets/s'),
                    ('udp64.loss_pct', 'loss, % (iperf3)'),
                    ('udp64.reached_receiver_pct', 'reached b\'s interface, % of sent'),
@@ -1036,19 +1067,19 @@ def write_md(path, R, bench, meta):
                    ('udp64.sender_qdisc_drop_pct', 'dropped by a\'s qdisc, % of sent'),
                    ('udp64.sender_if_drop_pct', 'dropped by a\'s driver, % of sent')):
         w(f'| {lab} | {cell(R, "pcinet." + k)} | {cell(R, "virtio_stream." + k)} | '
-          f'{ratio_cell(ratios, k)} |')
+          f'{ratio_cell(ratios, k)} | {thr(k)} |')
     w('')
     w('## Latency (MTU 1500, µs)\n')
     w(f'ping: busybox `ping -A` (next request when the reply arrives), {PING_COUNT} requests per '
       'repetition, ICMP answered by the peer kernel. sockperf: `sockperf ping-pong -m 64 '
       '--full-rtt`, UDP, user space to user space, 3 s per repetition.\n')
-    w('| figure | pcinet | virtio-net/stream | ratio |')
-    w('|---|---|---|---|')
+    w('| figure | pcinet | virtio-net/stream | ratio | pcinet, threaded NAPI | ratio |')
+    w('|---|---|---|---|---|---|')
     for k, lab in (('ping.p50_us', 'ping p50'), ('ping.p99_us', 'ping p99'),
                    ('ping.avg_us', 'ping mean'), ('udp_rr.p50_us', 'sockperf p50'),
                    ('udp_rr.p99_us', 'sockperf p99'), ('udp_rr.avg_us', 'sockperf mean')):
         w(f'| {lab} | {cell(R, "pcinet." + k)} | {cell(R, "virtio_stream." + k)} | '
-          f'{ratio_cell(ratios, k)} |')
+          f'{ratio_cell(ratios, k)} | {thr(k)} |')
     w('')
     w('## Doorbells and interrupts per packet under bulk TCP\n')
     w('From `ethtool -S pcinet0` deltas on each side over each TCP run: doorbells = '

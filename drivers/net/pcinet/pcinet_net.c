@@ -642,19 +642,6 @@ struct pcinet_net *pcinet_net_create(struct pcinet_link *link)
 	err = register_netdev(dev);
 	if (err)
 		goto abort_with_napi;
-	/*
-	 * Threaded NAPI by default: the peer can deliver faster than a small
-	 * machine consumes, and softirq receive then starves the application
-	 * it delivers to (64-byte UDP flood on a 1-CPU guest: 0.8-16k pps
-	 * received in softirq, 13-18k threaded; TCP and ping unchanged).
-	 * Users switch back with /sys/class/net/pcinetN/threaded.
-	 */
-	rtnl_lock();
-	err = dev_set_threaded(dev, true);
-	rtnl_unlock();
-	if (err)
-		netdev_warn(dev, "threaded NAPI unavailable (%d), using softirq\n",
-			    err);
 	pcinet_link_attach(link, PCINET_CHAN_NET, &pcinet_net_chan_ops, np);
 	return np;
 
