@@ -205,6 +205,13 @@ class Bench:
         self.raw.setdefault(name, []).append(value)
         self.units[name] = unit
 
+    def attempt(self, what, fn, *args):
+        """fn(*args); a BenchError is recorded as a missing figure, not fatal."""
+        try:
+            fn(*args)
+        except BenchError as e:
+            self.error(what, e)
+
     def error(self, what, e):
         msg = f'{what}: {type(e).__name__}: {e}'
         self.errors.append(msg)
@@ -676,41 +683,28 @@ class Bench:
                  f'{2 * reps} sockperf runs, window memcpy, tty, trace; ~{self.estimate():.0f} min')
 
         progress('== window copy bandwidth (raw limit of the link)')
-        try:
-            self.memcpy()
-        except BenchError as e:
-            self.error('memcpy', e)
+        self.attempt('memcpy', self.memcpy)
 
         progress('== latency and UDP at MTU 1500')
         for link in links:
             self.set_mtu(link, 1500)
         for rep in range(1, reps + 1):
             for link in links:
-                try:
-                    self.ping(link, rep)
-                except BenchError as e:
-                    self.error(f'{link} ping', e)
+                self.attempt(f'{link} ping', self.ping, link, rep)
                 if self.info['guest']['has_sockperf']:
-                    try:
-                        self.sockperf(link, rep)
-                    except BenchError as e:
-                        self.error(f'{link} sockperf', e)
+                    self.attempt(f'{link} sockperf', self.sockperf, link, rep)
         for rep in range(1, reps + 1):
             for link in links:
-                try:
-                    self.udp(link, rep)
-                except BenchError as e:
-                    self.error(f'{link} udp', e)
+                self.attempt(f'{link} udp', self.udp, link, rep)
         # pcinet with threaded NAPI (sysfs), the choice for a flooded
         # small receiver: same UDP and ping runs, then back to the default.
+        self.threaded(True)
         try:
             for rep in range(1, reps + 1):
-                self.threaded(True)
-                try:
-                    self.ping('pcinet', rep, 'pcinet_threaded')
-                    self.udp('pcinet', rep, 'pcinet_threaded')
-                except BenchError as e:
-                    self.error('pcinet threaded NAPI', e)
+                self.attempt('pcinet threaded ping', self.ping, 'pcinet', rep,
+                             'pcinet_threaded')
+                self.attempt('pcinet threaded udp', self.udp, 'pcinet', rep,
+                             'pcinet_threaded')
         finally:
             self.threaded(False)
 
@@ -722,10 +716,8 @@ class Bench:
                 for streams in (1, 4):
                     for direction in ('tx', 'rx'):
                         for link in links:
-                            try:
-                                self.tcp(link, mtu, direction, streams, rep)
-                            except BenchError as e:
-                                self.error(f'{link} tcp mtu {mtu} {direction} {streams}x', e)
+                            self.attempt(f'{link} tcp mtu {mtu} {direction} {streams}x',
+                                         self.tcp, link, mtu, direction, streams, rep)
 
         progress('== ttyPCI')
         if self.info['guest']['tty']:

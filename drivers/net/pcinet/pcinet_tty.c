@@ -147,31 +147,41 @@ static u32 pcinet_tty_tx_wake(const struct pcinet_tty *pt)
 }
 
 /*
- * Room in the tx ring.  Below the wake-up mark a writer may sleep on it:
- * write() came up short, or the line discipline needs more than this for
- * its next character (n_tty sleeps when "\n" needs two bytes and one is
- * left).  So ask the peer for a doorbell when it consumes (need_space: G
- * pairs with H in its pcinet_rx_publish()) and look once more, so space
- * freed before the request became visible is not missed; the rx work
- * wakes writers when it sees the mark.  A broken peer index reads as no
- * room; the rx work reports it outside this lock.  Caller holds tx_lock
- * and saw @running.
+ * Free space in the tx ring.  Below @mark someone may sleep on it, so ask
+ * the peer for a doorbell when it consumes (need_space: G pairs with H in
+ * its pcinet_rx_publish()) and look once more, so space freed before the
+ * request became visible is not missed; the rx work wakes write_wait when
+ * it sees the wake-up mark.  A broken peer index reads as -1; the rx work
+ * reports it outside this lock.  Caller holds tx_lock and saw @running.
  */
-static u32 pcinet_tty_tx_room(struct pcinet_tty *pt)
+static int pcinet_tty_tx_space(struct pcinet_tty *pt, u32 mark)
 {
 	int free = pcinet_tx_free(pt->tx);
 
-	if (free >= 0 && (u32)free < pcinet_tty_tx_wake(pt) &&
-	    !pt->tx_waiting) {
+	if (free >= 0 && (u32)free < mark && !pt->tx_waiting) {
 		pt->tx_waiting = true;
 		free = pcinet_tx_wait_space(pt->tx);
 	}
 	if (unlikely(free < 0)) {
 		pt->tx_fault = true;
 		pcinet_tty_rx_schedule(pt);
-		return 0;
+		return -1;
 	}
 	return free;
+}
+
+/*
+ * Room for write().  Below the wake-up mark a writer may sleep on it:
+ * write() came up short, or the line discipline needs more than this for
+ * its next character (n_tty sleeps when "\n" needs two bytes and one is
+ * left).  A broken peer index reads as no room.  Caller holds tx_lock
+ * and saw @running.
+ */
+static u32 pcinet_tty_tx_room(struct pcinet_tty *pt)
+{
+	int free = pcinet_tty_tx_space(pt, pcinet_tty_tx_wake(pt));
+
+	return free < 0 ? 0 : free;
 }
 
 /* Ring the peer if it sleeps on what we published.  Caller holds tx_lock. */
@@ -235,33 +245,27 @@ static unsigned int pcinet_tty_write_room(struct tty_struct *tty)
  * Bytes written but not yet taken by the peer, for tcdrain() and close
  * (closing_wait).  They count only while the peer's end is open: with
  * nobody listening there is nothing to wait for, as on a line without a
- * receiver.  While bytes are pending ask the peer for a doorbell when it
- * consumes (need_space, G/H as in pcinet_tty_tx_room()): the rx work wakes
- * write_wait and tty_wait_until_sent() asks again, so the waiter is woken
- * at least when the ring becomes empty.
+ * receiver.  While bytes are pending the peer is asked for a doorbell
+ * when it consumes (pcinet_tty_tx_space() with the whole ring as mark):
+ * the rx work wakes write_wait and tty_wait_until_sent() asks again, so
+ * the waiter is woken at the latest when the ring becomes empty.  A
+ * broken peer index counts as nothing pending.
  */
 static unsigned int pcinet_tty_chars_in_buffer(struct tty_struct *tty)
 {
 	struct pcinet_tty *pt = tty->driver_data;
+	unsigned int pending = 0;
 	unsigned long flags;
-	int free = 0;
+	int free;
 
 	raw_spin_lock_irqsave(&pt->tx_lock, flags);
 	if (pt->running && READ_ONCE(pt->carrier)) {
-		free = pcinet_tx_free(pt->tx);
-		if (free >= 0 && (u32)free < pt->tx->size && !pt->tx_waiting) {
-			pt->tx_waiting = true;
-			free = pcinet_tx_wait_space(pt->tx);
-		}
-		if (unlikely(free < 0)) {
-			pt->tx_fault = true;
-			pcinet_tty_rx_schedule(pt);
-			free = pt->tx->size;
-		}
-		free = pt->tx->size - free;
+		free = pcinet_tty_tx_space(pt, pt->tx->size);
+		if (free >= 0)
+			pending = pt->tx->size - free;
 	}
 	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
-	return free;
+	return pending;
 }
 
 /* ----- receive ----- */

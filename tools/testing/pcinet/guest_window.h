@@ -40,41 +40,39 @@ static void *map_bar(const char *dev, int bar, size_t *len)
 	return p;
 }
 
+/* A hex sysfs attribute of PCI device @dev, or 0 if unreadable. */
+static unsigned int pci_attr(const char *dev, const char *name)
+{
+	unsigned int v = 0;
+	char buf[320];
+	FILE *f;
+
+	snprintf(buf, sizeof(buf), "/sys/bus/pci/devices/%s/%s", dev, name);
+	f = fopen(buf, "r");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%x", &v) != 1)
+		v = 0;
+	fclose(f);
+	return v;
+}
+
 /* The first ivshmem device whose window carries a pcinet header. */
 static int find_dev(char *path, size_t len)
 {
 	struct pcinet_layout lay;
 	struct dirent *de;
 	DIR *d = opendir("/sys/bus/pci/devices");
-	char buf[320];
-	FILE *f;
 
 	if (!d)
 		return -1;
 	while ((de = readdir(d))) {
-		unsigned int v = 0, dv = 0;
 		size_t wlen;
 		void *win;
 
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(buf, sizeof(buf), "/sys/bus/pci/devices/%s/vendor",
-			 de->d_name);
-		f = fopen(buf, "r");
-		if (!f)
-			continue;
-		if (fscanf(f, "%x", &v) != 1)
-			v = 0;
-		fclose(f);
-		snprintf(buf, sizeof(buf), "/sys/bus/pci/devices/%s/device",
-			 de->d_name);
-		f = fopen(buf, "r");
-		if (!f)
-			continue;
-		if (fscanf(f, "%x", &dv) != 1)
-			dv = 0;
-		fclose(f);
-		if (v != 0x1af4 || dv != 0x1110)
+		if (de->d_name[0] == '.' ||
+		    pci_attr(de->d_name, "vendor") != 0x1af4 ||
+		    pci_attr(de->d_name, "device") != 0x1110)
 			continue;
 		snprintf(path, len, "/sys/bus/pci/devices/%s", de->d_name);
 		win = map_bar(path, 2, &wlen);
