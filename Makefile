@@ -11,7 +11,8 @@ KDIR ?= $(error no kernel headers: run scripts/setup.sh or pass KDIR=)
 SRC := $(TOP)/drivers/net/pcinet
 KBUILD_ARGS = -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
 
-.PHONY: all module fabric unit setup check demo bench style sparse w1 gates clean
+.PHONY: all module debug-kernel debug-module fabric unit setup check demo bench \
+	style sparse w1 gates clean
 
 all: module fabric
 
@@ -20,6 +21,18 @@ setup:
 
 module:
 	$(MAKE) $(KBUILD_ARGS) modules
+
+# The debug guest kernel (KASAN, lockdep, kmemleak...), built once and
+# cached outside the checkout, and the module built against it in its own
+# directory (the sources are copied: an external module builds in place).
+debug-kernel:
+	$(TOP)/scripts/debug-kernel.sh
+
+debug-module: debug-kernel
+	mkdir -p $(TOP)/build/debug-module
+	cp -u $(SRC)/Makefile $(SRC)/*.[ch] $(TOP)/build/debug-module/
+	. $(TOP)/build/env-debug.sh && \
+		$(MAKE) -C $$KDIR M=$(TOP)/build/debug-module CONFIG_PCINET=m modules
 
 fabric:
 	$(MAKE) -C $(TOP)/tools/pcinet-fabric
@@ -41,7 +54,7 @@ style:
 gates: w1 sparse style
 
 check:
-	$(TOP)/scripts/check.sh $(TESTS)
+	KERNEL="$(KERNEL)" REPEAT="$(REPEAT)" $(TOP)/scripts/check.sh $(TESTS)
 
 demo:
 	$(TOP)/scripts/demo.sh

@@ -4,6 +4,11 @@
 # make check: install what is missing, build everything, run every test.
 #
 #   scripts/check.sh [PATTERN...]     (or TESTS="PATTERN..." make check)
+#   KERNEL=debian|debug               one kernel only (default: the whole
+#                                     suite on Debian's, then the traffic,
+#                                     reload and fault cases on the debug
+#                                     kernel, built once and cached)
+#   REPEAT=N                          run the QEMU cases N times
 #
 # Cases run on this machine (build gates, userspace ring tests, the fabric's
 # own tests) and in QEMU guests (tests/qemu/test_*.py).  Each prints one
@@ -50,8 +55,17 @@ host_case() {	# $1 = name, rest = command; one line, output on failure
 	fi
 }
 
+part() {	# $1 = title; prints the time the previous part took
+	local now
+	now=$(date +%s)
+	[ -n "${part_t0:-}" ] && printf '== (%s took %d s)\n' "$part_name" $((now - part_t0))
+	part_name=$1
+	part_t0=$now
+	[ -n "$1" ] && echo "== $1"
+}
+
 # ---- install and build ------------------------------------------------------
-echo "== setup (packages, kernel image and headers)"
+part "setup (packages, kernel image and headers)"
 if ! scripts/setup.sh >"$log/setup" 2>&1; then
 	cat "$log/setup"
 	echo "setup failed"
@@ -62,7 +76,7 @@ tail -n 3 "$log/setup"
 # shellcheck disable=SC1091
 . build/env.sh
 
-echo "== build"
+part "build"
 if ! { make -s module && make -s fabric && make -s -C tools/testing/pcinet all; } \
 	>"$log/build" 2>&1; then
 	cat "$log/build"
@@ -83,6 +97,7 @@ w1() { # $1 = headers dir
 	make -s -C "$1" M="$top/drivers/net/pcinet" CONFIG_PCINET=m W=1 clean >/dev/null 2>&1
 	no_warnings make -C "$1" M="$top/drivers/net/pcinet" CONFIG_PCINET=m W=1 modules
 }
+part "cases on this machine (gates, unit tests)"
 host_case gate-w1-6.1 w1 "$KDIR_61"
 host_case gate-sparse no_warnings make -C "$KDIR" M="$top/drivers/net/pcinet" \
 	CONFIG_PCINET=m C=2 W=1 modules
@@ -92,21 +107,70 @@ host_case unit-ring make -s -C tools/testing/pcinet check
 host_case unit-fabric make -s -C tools/pcinet-fabric check
 
 # ---- cases in QEMU -----------------------------------------------------------
-for t in tests/qemu/test_*.py; do
-	[ -e "$t" ] || continue
-	# the per-file total is folded into ours: only one closing line
-	python3 "$t" 2>&1 | tee "$log/qemu" |
-		sed -E "s/^([0-9]+ passed, [0-9]+ failed)\$/(\1 in ${t##*/})/"
-	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log/qemu" | tail -n1)
-	if [ -z "$line" ]; then
-		echo "[FAIL] $t: no result line"
+qemu_suite() {	# $1 = debian|debug; patterns from $TESTS
+	local t line p f
+	for t in tests/qemu/test_*.py; do
+		[ -e "$t" ] || continue
+		# the per-file total is folded into ours: only one closing line
+		PCINET_KERNEL=$1 python3 "$t" 2>&1 | tee "$log/qemu" |
+			sed -E "s/^([0-9]+ passed, [0-9]+ failed)\$/(\1 in ${t##*/})/"
+		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log/qemu" | tail -n1)
+		if [ -z "$line" ]; then
+			echo "[FAIL] $t: no result line"
+			failed=$((failed + 1))
+			continue
+		fi
+		read -r p _ f _ <<<"$line"
+		passed=$((passed + p))
+		failed=$((failed + f))
+	done
+}
+
+
+# The debug kernel (scripts/debug-kernel.sh) and the module built for it.
+debug_build() {
+	if ! make -s debug-module >"$log/debug" 2>&1; then
+		tail -n 40 "$log/debug"
+		echo "[FAIL] debug-kernel: build failed"
 		failed=$((failed + 1))
-		continue
+		return 1
 	fi
-	read -r p _ f _ <<<"$line"
-	passed=$((passed + p))
-	failed=$((failed + f))
+	grep '^debug-kernel:' "$log/debug"
+}
+
+# On the debug kernel by default: every case that moves traffic, reloads,
+# kills or stops a peer.  KERNEL=debug runs everything there instead.
+DEBUG_CASES=(net- tty- fault-)
+
+rounds=${REPEAT:-1}
+for ((round = 1; round <= rounds; round++)); do
+	[ "$rounds" -gt 1 ] && echo "== round $round of $rounds"
+	case "${KERNEL:-}" in
+	debian)
+		part "QEMU cases, Debian kernel $KVER"
+		qemu_suite debian
+		;;
+	debug)
+		part "debug kernel and module"
+		debug_build &&
+			{ part "QEMU cases, debug kernel"; qemu_suite debug; }
+		;;
+	"")
+		part "QEMU cases, Debian kernel $KVER"
+		qemu_suite debian
+		part "debug kernel and module"
+		if debug_build; then
+			part "QEMU cases, debug kernel (${TESTS:-${DEBUG_CASES[*]}})"
+			TESTS=${TESTS:-${DEBUG_CASES[*]}} qemu_suite debug
+		fi
+		;;
+	*)
+		echo "KERNEL=$KERNEL: want debian, debug or nothing (both)"
+		failed=$((failed + 1))
+		;;
+	esac
 done
+part ""
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ $((passed + failed)) -gt 0 ]

@@ -43,7 +43,10 @@ asks for a freshly booted topology before the case.
 
 Environment: TESTS (case pattern), PCINET_KEEP=1 (keep the work dir with
 console logs), QEMU (emulator binary), PCINET_FABRIC (fabric binary),
-PCINET_BOOT_TIMEOUT (seconds, default 180).
+PCINET_BOOT_TIMEOUT (seconds, default 180), PCINET_KERNEL (debian: the
+Debian kernel the module is built against, the default; debug: the debug
+kernel of scripts/debug-kernel.sh, KASAN, lockdep, kmemleak & co., with
+the module built against it in build/debug-module).
 """
 
 import base64
@@ -70,6 +73,13 @@ ROOT = HERE.parent.parent
 BUILD = ROOT / 'build'
 
 BOOT_TIMEOUT = float(os.environ.get('PCINET_BOOT_TIMEOUT', '180'))
+KERNEL = os.environ.get('PCINET_KERNEL', 'debian')
+if KERNEL not in ('debian', 'debug'):
+    raise SystemExit(f'PCINET_KERNEL={KERNEL}: want debian or debug')
+# The module the guests load, built for the kernel they boot.
+TAG = '@debug' if KERNEL == 'debug' else ''	# after case names in results
+PCINET_KO = (BUILD / 'debug-module/pcinet.ko' if KERNEL == 'debug'
+             else ROOT / 'drivers/net/pcinet/pcinet.ko')
 
 
 class HarnessError(Exception):
@@ -107,7 +117,10 @@ def load_env(run_setup=True):
     """Return build/env.sh as a dict (KVER, KDIR, KDIR_61, VMLINUZ, MODDIR...).
 
     Runs scripts/setup.sh first if the file or the kernel it names is missing.
+    With PCINET_KERNEL=debug: build/env-debug.sh, from scripts/debug-kernel.sh.
     """
+    if KERNEL == 'debug':
+        return _load_debug_env()
     envsh = BUILD / 'env.sh'
 
     def parse():
@@ -127,6 +140,20 @@ def load_env(run_setup=True):
         env = parse()
     if not env.get('VMLINUZ'):
         raise HarnessError('build/env.sh incomplete: run scripts/setup.sh')
+    return env
+
+
+def _load_debug_env():
+    envsh = BUILD / 'env-debug.sh'
+    if not envsh.exists():
+        info('build/env-debug.sh missing: running scripts/debug-kernel.sh')
+        subprocess.run([str(ROOT / 'scripts/debug-kernel.sh')], check=True,
+                       stdout=sys.stderr)
+    env = dict(re.findall(r'^export (\w+)=(.*)$', envsh.read_text(), re.M))
+    if not Path(env.get('VMLINUZ', '/nonexistent')).exists():
+        raise HarnessError('debug kernel missing: run scripts/debug-kernel.sh')
+    if not PCINET_KO.exists():
+        raise HarnessError(f'{PCINET_KO} missing: make debug-module')
     return env
 
 
@@ -610,10 +637,17 @@ def _indent(text, prefix='    '):
 # kernel splat detection
 # --------------------------------------------------------------------------
 
+# Debian's kernel and the debug kernel: WARN/BUG/Oops, lockups, list and
+# refcount checks; the debug kernel adds KASAN, KFENCE, UBSAN, lockdep and
+# RCU checks (all "WARNING:"/"BUG:"), debugobjects (ODEBUG), netdev
+# reference tracking, hung tasks and kmemleak (the guests' rmmod prints a
+# kmemleak report on the console, see mkinitramfs.sh).
 SPLAT_RE = re.compile(
     r'WARNING:|BUG:|Oops|Call Trace|watchdog: BUG|soft lockup|hard LOCKUP|'
     r'refcount_t:|list_add corruption|list_del corruption|kernel BUG|'
-    r'general protection|unreferenced object|KASAN|UBSAN|Kernel panic')
+    r'general protection|unreferenced object|KASAN|KFENCE|UBSAN|'
+    r'ODEBUG:|ref_tracker:|unregister_netdevice: waiting|'
+    r'blocked for more than|INFO: task|lockdep|Kernel panic')
 
 
 def dmesg_check(text):
@@ -891,11 +925,11 @@ def main(argv=None):
             dt = time.monotonic() - t0
             if reason is None:
                 passed += 1
-                print(f'[ OK ] {c.name} ({dt:.1f}s)', flush=True)
+                print(f'[ OK ] {c.name}{TAG} ({dt:.1f}s)', flush=True)
                 continue
             failed += 1
             first, _, rest = reason.partition('\n')
-            print(f'[FAIL] {c.name}: {first}')
+            print(f'[FAIL] {c.name}{TAG}: {first}')
             if rest:
                 print(_indent(rest))
             if topo is not None:

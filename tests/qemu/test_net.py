@@ -28,7 +28,7 @@ PEER = {'a': 'b', 'b': 'a'}
 
 # Machine a also has an ivshmem device that is not meant for pcinet (no
 # pcinet header in its memory): the driver must leave it alone, in every case.
-h.configure(extra_modules=[h.ROOT / 'drivers/net/pcinet/pcinet.ko'],
+h.configure(extra_modules=[h.PCINET_KO],
             vm_args={'a': ['-object', 'memory-backend-memfd,id=other,size=4M,'
                            'share=on', '-device', 'ivshmem-plain,memdev=other']})
 

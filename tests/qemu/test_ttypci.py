@@ -36,7 +36,7 @@ MIB = 1024 * 1024
 # command and SIGTERMs it, so the shell sees 128 + 15 (GNU's says 124).
 TIMED_OUT = '143'
 
-h.configure(extra_modules=[h.ROOT / 'drivers/net/pcinet/pcinet.ko'])
+h.configure(extra_modules=[h.PCINET_KO])
 
 
 # --------------------------------------------------------------------------

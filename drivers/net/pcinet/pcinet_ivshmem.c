@@ -181,6 +181,7 @@ static void pcinet_ivshmem_remove(struct pci_dev *pdev)
 {
 	struct pcinet_ivshmem *iv = pci_get_drvdata(pdev);
 
+	pcinet_link_stop(iv->link);
 	pcinet_ivshmem_free_irqs(iv, iv->nr_vectors);
 	pcinet_link_destroy(iv->link);
 }

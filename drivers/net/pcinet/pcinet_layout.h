@@ -62,6 +62,9 @@ enum pcinet_chan {
 	PCINET_NR_CHAN
 };
 
+/* The link tick: heartbeat, soft-state refresh, lost-doorbell sweep. */
+#define PCINET_TICK_MS		100
+
 /* Room reserved in the control block for future channels. */
 #define PCINET_MAX_CHAN		8
 
@@ -153,8 +156,15 @@ struct pcinet_chan_ctrl {
  *	zeroed its indices for that generation of R
  * @heartbeat: incremented by W periodically while it runs
  * @chan_open: bit n set while W has channel n open (interface up)
+ * @ack_gen: W's own generation when it wrote @peer_gen: the
+ *	acknowledgment names both generations, so R comes up only on an
+ *	ack made by the generation of W it is synchronised with
  * @pad: zero
  * @chan: per-channel signalling
+ *
+ * Everything here is soft state: W writes every word of it again on
+ * every link tick (PCINET_TICK_MS), so a word overwritten by a third
+ * party is repaired within one tick.
  */
 struct pcinet_ctrl {
 	__le32 magic;
@@ -162,7 +172,8 @@ struct pcinet_ctrl {
 	__le32 peer_gen;
 	__le32 heartbeat;
 	__le32 chan_open;
-	__le32 pad[11];
+	__le32 ack_gen;
+	__le32 pad[10];
 	struct pcinet_chan_ctrl chan[PCINET_MAX_CHAN];
 };
 
@@ -217,6 +228,7 @@ static_assert(sizeof(struct pcinet_chan_ctrl) == 2 * PCINET_CACHELINE);
 static_assert(offsetof(struct pcinet_chan_ctrl, cons) == PCINET_CACHELINE);
 static_assert(offsetof(struct pcinet_ctrl, heartbeat) == 12);
 static_assert(offsetof(struct pcinet_ctrl, chan_open) == 16);
+static_assert(offsetof(struct pcinet_ctrl, ack_gen) == 20);
 static_assert(offsetof(struct pcinet_ctrl, chan) == PCINET_CACHELINE);
 static_assert(sizeof(struct pcinet_ctrl) ==
 	      PCINET_CACHELINE + PCINET_MAX_CHAN * 2 * PCINET_CACHELINE);

@@ -9,15 +9,26 @@
  *
  *	our peer_gen == their gen  &&  their peer_gen == our gen
  *
- * Every way into that state goes through a reset of our ring indices:
+ * and the acknowledgment is current: their ack_gen (their generation
+ * when they wrote peer_gen) == their gen.  Every way into that state goes
+ * through a reset of our ring indices:
  *  - adopting a new peer generation (the peer started, restarted or
- *    reset): stop the front-ends, zero our indices, then publish
- *    peer_gen = their gen;
- *  - resetting ourselves (peer silent for peer_timeout_ms, the platform
- *    says the peer detached, or the peer broke the protocol): stop the
- *    front-ends, zero our indices, then publish a new gen.  A peer that
- *    was merely frozen sees the new gen when it thaws and resyncs.
+ *    reset): zero our indices, then publish peer_gen = their gen;
+ *  - resetting ourselves: stop the front-ends, zero our indices, then
+ *    publish a new gen.  Every way out of the up state is such a reset
+ *    (peer silent for peer_timeout_ms, the platform says the peer
+ *    detached, the peer broke the protocol, stopped, restarted or stopped
+ *    acknowledging us), so the peer resynchronises too and no down->up
+ *    transition ever reuses ring state.  A peer that was merely frozen
+ *    sees the new gen when it thaws and resyncs.
  * A peer that stops cleanly publishes gen 0: we go down and wait.
+ *
+ * Self-healing: everything we own in the peer's inbox is soft state,
+ * written again on every tick (PCINET_TICK_MS), so a word overwritten by
+ * a third party is repaired within a tick; a side that stays down for
+ * peer_timeout_ms while the peer's heartbeat runs resets itself; and
+ * while up, every tick asks each front-end to look for work a lost
+ * doorbell left behind.  No state a peer can write needs a reload.
  *
  * Ordering: the index resets are plain stores followed by a
  * store-release of peer_gen or gen (L1); the peer's load-acquire of those
@@ -25,7 +36,7 @@
  * itself synchronised also sees our zeroed indices.
  *
  * All state changes run in one work item under @lock; a timer keeps the
- * heartbeat going and schedules the work when something looks different.
+ * heartbeat going and runs the work every tick.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -46,7 +57,7 @@ module_param(peer_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(peer_timeout_ms,
 		 "Declare a silent peer gone after this many ms (default 700)");
 
-#define PCINET_HB_PERIOD	(HZ / 10)
+#define PCINET_TICK	msecs_to_jiffies(PCINET_TICK_MS)
 
 /* Numbers links for their interface and tty names; nothing else global. */
 static DEFINE_IDA(pcinet_link_ida);
@@ -80,6 +91,8 @@ struct pcinet_chan_slot {
  * @synced_gen: the peer generation our indices were reset for
  * @up: both sides synchronised, front-ends started; written under @lock
  * @stopping: no more state changes; written under @lock
+ * @started: pcinet_link_start() ran: the peer may know us
+ * @down_since: jiffies of our last reset; bounds how long we stay down
  * @open_lock: serialises publishing @open_mask (taken under RTNL)
  * @open_mask: channels we publish as open
  * @peer_open: the peer's chan_open as last acted upon
@@ -113,6 +126,8 @@ struct pcinet_link {
 	u32 synced_gen;
 	bool up;
 	bool stopping;
+	bool started;
+	unsigned long down_since;
 	spinlock_t open_lock; /* publishing open_mask */
 	u32 open_mask;
 	u32 peer_open;
@@ -164,6 +179,28 @@ static void pcinet_link_down(struct pcinet_link *link, const char *why)
 	dev_info_ratelimited(link->dev, "link %d down: %s\n", link->index, why);
 }
 
+/*
+ * Write every word we own in the peer's control inbox again: whatever a
+ * third party wrote there is repaired within a tick.  The values are the
+ * ones last published under @lock, so the peer sees no change unless the
+ * word had been overwritten.
+ */
+static void pcinet_link_refresh(struct pcinet_link *link)
+{
+	struct pcinet_ctrl *out = link->out;
+
+	lockdep_assert_held(&link->lock);
+	WRITE_ONCE(out->magic, cpu_to_le32(PCINET_CTRL_MAGIC));
+	WRITE_ONCE(out->ack_gen,
+		   cpu_to_le32(link->synced_gen ? link->gen : 0));
+	WRITE_ONCE(out->peer_gen, cpu_to_le32(link->synced_gen));
+	/* L1: pairs with L2 in the peer's pcinet_link_work() */
+	pcinet_store_release(&out->gen, cpu_to_le32(link->gen));
+	spin_lock(&link->open_lock);
+	WRITE_ONCE(out->chan_open, cpu_to_le32(link->open_mask));
+	spin_unlock(&link->open_lock);
+}
+
 static void pcinet_link_reset_rings(struct pcinet_link *link)
 {
 	int c;
@@ -177,11 +214,16 @@ static void pcinet_link_reset_rings(struct pcinet_link *link)
 /* Reset ourselves: new generation, nothing synchronised. */
 static void pcinet_link_reset(struct pcinet_link *link, const char *why)
 {
+	if (!link->up)
+		dev_info_ratelimited(link->dev, "link %d reset: %s\n",
+				     link->index, why);
 	pcinet_link_down(link, why);
 	pcinet_link_reset_rings(link);
 	link->gen = link->gen + 1 ? link->gen + 1 : 1;
 	link->synced_gen = 0;
+	link->down_since = jiffies;
 	WRITE_ONCE(link->out->peer_gen, cpu_to_le32(0));
+	WRITE_ONCE(link->out->ack_gen, cpu_to_le32(0));
 	/* L1: pairs with L2 in the peer's pcinet_link_work() */
 	pcinet_store_release(&link->out->gen, cpu_to_le32(link->gen));
 	pcinet_notify(link, PCINET_VEC_LINK);
@@ -194,15 +236,24 @@ static bool pcinet_peer_silent(const struct pcinet_link *link)
 	return time_after(jiffies, last + msecs_to_jiffies(peer_timeout_ms));
 }
 
+static void pcinet_link_tick_chans(struct pcinet_link *link)
+{
+	int c;
+
+	for (c = 0; c < PCINET_NR_CHAN; c++)
+		if (link->chan[c].ops && link->chan[c].ops->tick)
+			link->chan[c].ops->tick(link->chan[c].priv);
+}
+
 static void pcinet_link_work(struct work_struct *work)
 {
 	struct pcinet_link *link = container_of(work, struct pcinet_link, work);
-	u32 gen, their_peer_gen, epoch, open, changed;
-	bool synced;
+	u32 gen, their_peer_gen, their_ack, epoch, open, changed;
+	bool synced, alive;
 	int c;
 
 	mutex_lock(&link->lock);
-	if (link->stopping)
+	if (link->stopping || !link->started)
 		goto out;
 
 	epoch = pcinet_peer_epoch(link);
@@ -219,7 +270,8 @@ static void pcinet_link_work(struct work_struct *work)
 	 * resync below handles it.  Only an error against a peer generation
 	 * we are synchronised with costs a reset of our own.
 	 */
-	if (atomic_xchg(&link->fault, 0) && gen == link->synced_gen) {
+	if (atomic_xchg(&link->fault, 0) && link->synced_gen &&
+	    gen == link->synced_gen) {
 		dev_warn_ratelimited(link->dev,
 				     "link %d %s: bad peer data (%s), resetting\n",
 				     link->index,
@@ -229,42 +281,60 @@ static void pcinet_link_work(struct work_struct *work)
 	}
 	if (link->up && pcinet_peer_silent(link))
 		pcinet_link_reset(link, "peer stopped responding");
-	if (!gen || pcinet_in(&link->in->magic) != PCINET_CTRL_MAGIC) {
-		pcinet_link_down(link, "peer stopped");
-		goto out;
+	alive = gen && pcinet_in(&link->in->magic) == PCINET_CTRL_MAGIC;
+	if (!alive) {
+		if (link->up)
+			pcinet_link_reset(link, "peer stopped");
+		goto idle;
 	}
 	if (gen != link->synced_gen) {
-		pcinet_link_down(link, "peer restarted");
+		if (link->up)
+			pcinet_link_reset(link, "peer restarted");
 		pcinet_link_reset_rings(link);
 		link->synced_gen = gen;
 		WRITE_ONCE(link->peer_hb_time, jiffies);
+		WRITE_ONCE(link->out->ack_gen, cpu_to_le32(link->gen));
 		/* L1: pairs with L2 in the peer's pcinet_link_work() */
 		pcinet_store_release(&link->out->peer_gen, cpu_to_le32(gen));
 		pcinet_notify(link, PCINET_VEC_LINK);
 	}
-	/* L2: pairs with L1 in the peer */
+	/* L2: pairs with L1 in the peer; ack_gen is stored before peer_gen */
 	their_peer_gen = le32_to_cpu(pcinet_load_acquire(&link->in->peer_gen));
-	synced = their_peer_gen == link->gen;
+	their_ack = pcinet_in(&link->in->ack_gen);
+	synced = their_peer_gen == link->gen && their_ack == gen;
 
 	if (synced && !link->up) {
 		WRITE_ONCE(link->peer_hb_time, jiffies);
 		WRITE_ONCE(link->up, true);
-		dev_info(link->dev, "link %d up (side %u)\n", link->index,
-			 link->side);
+		dev_info_ratelimited(link->dev, "link %d up (side %u)\n",
+				     link->index, link->side);
 		for (c = 0; c < PCINET_NR_CHAN; c++)
 			if (link->chan[c].ops)
 				link->chan[c].ops->start(link->chan[c].priv);
-	} else if (!synced) {
-		pcinet_link_down(link, "peer resynchronising");
-		goto out;
+	} else if (!synced && link->up) {
+		pcinet_link_reset(link, "peer stopped acknowledging us");
 	}
 
-	open = pcinet_in(&link->in->chan_open);
-	changed = open ^ link->peer_open;
-	link->peer_open = open;
-	for (c = 0; c < PCINET_NR_CHAN; c++)
-		if ((changed & BIT(c)) && link->chan[c].ops)
-			link->chan[c].ops->peer_changed(link->chan[c].priv);
+	if (link->up) {
+		open = pcinet_in(&link->in->chan_open);
+		changed = open ^ link->peer_open;
+		link->peer_open = open;
+		for (c = 0; c < PCINET_NR_CHAN; c++)
+			if ((changed & BIT(c)) && link->chan[c].ops)
+				link->chan[c].ops->peer_changed(link->chan[c].priv);
+		pcinet_link_tick_chans(link);
+	}
+idle:
+	/*
+	 * Down while the peer runs: a handshake takes a few doorbells, so a
+	 * side still down after peer_timeout_ms is wedged (its view of the
+	 * peer was overwritten, a doorbell was lost): start over.
+	 */
+	if (!link->up && alive && !pcinet_peer_silent(link) &&
+	    time_after(jiffies, link->down_since +
+				msecs_to_jiffies(peer_timeout_ms)))
+		pcinet_link_reset(link, "no handshake");
+	pcinet_link_refresh(link);
 out:
 	mutex_unlock(&link->lock);
 }
@@ -272,7 +342,6 @@ out:
 static void pcinet_link_timer(struct timer_list *t)
 {
 	struct pcinet_link *link = from_timer(link, t, timer);
-	bool look;
 	u32 hb;
 
 	link->hb++;
@@ -283,17 +352,10 @@ static void pcinet_link_timer(struct timer_list *t)
 		link->peer_hb = hb;
 		WRITE_ONCE(link->peer_hb_time, jiffies);
 	}
-
-	/* Racy peeks at worker state: the worker decides under its lock. */
-	look = !READ_ONCE(link->up) ||
-	       pcinet_peer_silent(link) ||
-	       pcinet_peer_epoch(link) != READ_ONCE(link->peer_epoch) ||
-	       pcinet_in(&link->in->gen) != READ_ONCE(link->synced_gen) ||
-	       pcinet_in(&link->in->chan_open) != READ_ONCE(link->peer_open);
-	if (look)
-		schedule_work(&link->work);
+	/* Every tick: refresh, resync, and the lost-doorbell sweep. */
+	schedule_work(&link->work);
 	if (!READ_ONCE(link->stopping))
-		mod_timer(&link->timer, jiffies + PCINET_HB_PERIOD);
+		mod_timer(&link->timer, jiffies + PCINET_TICK);
 }
 
 /**
@@ -400,37 +462,61 @@ abort_with_link:
  */
 void pcinet_link_start(struct pcinet_link *link)
 {
-	WRITE_ONCE(link->out->magic, cpu_to_le32(PCINET_CTRL_MAGIC));
-	/* L1: our zeroed block is visible before our generation */
-	pcinet_store_release(&link->out->gen, cpu_to_le32(link->gen));
+	mutex_lock(&link->lock);
+	link->started = true;
+	link->down_since = jiffies;
+	/* L1 (in refresh): our zeroed block is visible before our gen */
+	pcinet_link_refresh(link);
+	mutex_unlock(&link->lock);
 	pcinet_notify(link, PCINET_VEC_LINK);
-	mod_timer(&link->timer, jiffies + PCINET_HB_PERIOD);
+	mod_timer(&link->timer, jiffies + PCINET_TICK);
 	schedule_work(&link->work);
 }
 
 /**
- * pcinet_link_destroy - tell the peer we go, stop and free everything
+ * pcinet_link_stop - stop the front-ends and tell the peer we go
+ * @link: the link
+ *
+ * The mirror of pcinet_link_start(); harmless on a link never started.
+ * The backend may stop delivering doorbells before or after this.
+ */
+void pcinet_link_stop(struct pcinet_link *link)
+{
+	bool started;
+
+	mutex_lock(&link->lock);
+	WRITE_ONCE(link->stopping, true);
+	started = link->started;
+	link->started = false;
+	/* From here on no front-end runs, so none raises a fault. */
+	pcinet_link_down(link, "driver stopping");
+	mutex_unlock(&link->lock);
+	del_timer_sync(&link->timer);	/* not re-armed: @stopping */
+	cancel_work_sync(&link->work);	/* returns at once from now on */
+	if (!started)
+		return;
+	WRITE_ONCE(link->out->chan_open, cpu_to_le32(0));
+	pcinet_store_release(&link->out->gen, cpu_to_le32(0));
+	pcinet_notify(link, PCINET_VEC_LINK);
+}
+
+/**
+ * pcinet_link_destroy - stop the link if running, free everything
  * @link: the link
  *
  * The backend must no longer call pcinet_link_doorbell().
  */
 void pcinet_link_destroy(struct pcinet_link *link)
 {
-	mutex_lock(&link->lock);
-	WRITE_ONCE(link->stopping, true);
-	mutex_unlock(&link->lock);
-	del_timer_sync(&link->timer);
-	cancel_work_sync(&link->work);
-
-	mutex_lock(&link->lock);
-	pcinet_link_down(link, "driver stopping");
-	mutex_unlock(&link->lock);
-	WRITE_ONCE(link->out->chan_open, cpu_to_le32(0));
-	pcinet_store_release(&link->out->gen, cpu_to_le32(0));
-	pcinet_notify(link, PCINET_VEC_LINK);
-
+	pcinet_link_stop(link);
 	pcinet_tty_destroy(link->tty);
 	pcinet_net_destroy(link->net);
+	/*
+	 * The front-ends' teardown may still have queued the work (a fault
+	 * raised on the way out); it returns at once now, but must not run
+	 * on freed memory.
+	 */
+	cancel_work_sync(&link->work);
 	ida_free(&pcinet_link_ida, link->index);
 	kfree(link);
 }

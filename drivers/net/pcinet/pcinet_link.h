@@ -54,17 +54,23 @@ struct pcinet_link_cfg {
  *	only when nothing does; process context, may sleep
  * @start: the rings are fresh and both sides run; process context
  * @peer_changed: the peer opened or closed this channel; process context
+ * @tick: while the link is up, every link tick: look for work a lost
+ *	doorbell left behind (records not consumed, a stopped queue, a
+ *	waiting writer) and write the ring words we own again (soft state);
+ *	process context, under the link's lock, must not sleep
  */
 struct pcinet_chan_ops {
 	void (*kick)(void *priv);
 	void (*stop)(void *priv);
 	void (*start)(void *priv);
 	void (*peer_changed)(void *priv);
+	void (*tick)(void *priv);
 };
 
 bool pcinet_window_is_pcinet(const void *win, u64 size);
 struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg);
 void pcinet_link_start(struct pcinet_link *link);
+void pcinet_link_stop(struct pcinet_link *link);
 void pcinet_link_destroy(struct pcinet_link *link);
 void pcinet_link_doorbell(struct pcinet_link *link, unsigned int vector);
 

@@ -18,7 +18,11 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/bitops.h>
+#include <linux/bottom_half.h>
 #include <linux/etherdevice.h>
+#include <linux/if_vlan.h>
+#include <linux/tcp.h>
 #include <linux/ethtool.h>
 #include <linux/netdevice.h>
 #include <linux/rtnetlink.h>
@@ -74,6 +78,8 @@ struct pcinet_irq_stats {
  * @kick_base: producer index at the last kick decision; tx lock
  * @tx_done: consumer index up to which BQL was told; tx lock
  * @rx_published: consumer index last published to the peer; NAPI
+ * @flags: PCINET_NET_REFRESH: the link ticked, NAPI refreshes our ring
+ *	words
  * @tx_stats: written under the tx lock
  * @rx_stats: written by NAPI
  * @irq_stats: written by the doorbell handler
@@ -88,10 +94,13 @@ struct pcinet_net {
 	u32 kick_base;
 	u32 tx_done;
 	u32 rx_published;
+	unsigned long flags;
 	struct pcinet_tx_stats tx_stats;
 	struct pcinet_rx_stats rx_stats;
 	struct pcinet_irq_stats irq_stats;
 };
+
+#define PCINET_NET_REFRESH	0
 
 /* ----- datapath: transmit ----- */
 
@@ -194,8 +203,12 @@ static netdev_tx_t pcinet_xmit(struct sk_buff *skb, struct net_device *dev)
 	return NETDEV_TX_OK;
 }
 
-/* Reap what the peer consumed: BQL completion and queue wake.  NAPI. */
-static void pcinet_tx_reap(struct pcinet_net *np)
+/*
+ * Reap what the peer consumed: BQL completion and queue wake.  NAPI.
+ * With @refresh (a link tick) also write our producer index again and,
+ * if the queue is stopped, our request for a doorbell (soft state).
+ */
+static void pcinet_tx_reap(struct pcinet_net *np, bool refresh)
 {
 	struct netdev_queue *txq = netdev_get_tx_queue(np->dev, 0);
 	struct pcinet_tx *tx = np->tx;
@@ -209,10 +222,18 @@ static void pcinet_tx_reap(struct pcinet_net *np)
 		pcinet_link_fault(np->link, PCINET_CHAN_NET, "tx consumer index");
 		return;
 	}
+	/*
+	 * BQL was told of what we sent since the datapath last started
+	 * (tx_done was the producer index then); records the peer consumes
+	 * from before that were never queued to BQL and complete nothing.
+	 */
 	done = tx->cons - np->tx_done;
-	np->tx_done = tx->cons;
-	if (done)
+	if ((s32)done > 0) {
+		np->tx_done = tx->cons;
 		netdev_tx_completed_queue(txq, 0, done);
+	}
+	if (refresh)
+		pcinet_tx_refresh(tx);
 	if (netif_tx_queue_stopped(txq) && free >= PCINET_TX_WAKE) {
 		netif_tx_wake_queue(txq);
 		u64_stats_update_begin(&np->tx_stats.syncp);
@@ -221,6 +242,8 @@ static void pcinet_tx_reap(struct pcinet_net *np)
 	}
 	if (!netif_xmit_stopped(txq))
 		pcinet_tx_space_ok(tx);
+	else if (refresh && pcinet_tx_wait_space(tx) >= PCINET_TX_WAKE)
+		napi_schedule(&np->napi);	/* freed meanwhile: reap again */
 	__netif_tx_unlock(txq);
 }
 
@@ -251,6 +274,31 @@ static struct sk_buff *pcinet_rx_alloc(struct pcinet_net *np, u32 len)
 	return skb;
 }
 
+/*
+ * Checks newer kernels' virtio_net_hdr_to_skb() makes and 6.1's does not:
+ * a GSO packet must ask for its checksum, with the checksum field where
+ * its transport header has it, and carry a segment size.  We offer TSO
+ * only, so any other GSO type is bad metadata.
+ */
+static bool pcinet_rx_offload_ok(const struct virtio_net_hdr *vh)
+{
+	u16 off = __virtio16_to_cpu(true, vh->csum_offset);
+
+	switch (vh->gso_type & ~VIRTIO_NET_HDR_GSO_ECN) {
+	case VIRTIO_NET_HDR_GSO_NONE:
+		return true;
+	case VIRTIO_NET_HDR_GSO_TCPV4:
+	case VIRTIO_NET_HDR_GSO_TCPV6:
+		if (off != offsetof(struct tcphdr, check))
+			return false;
+		break;
+	default:
+		return false;
+	}
+	return (vh->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) &&
+	       __virtio16_to_cpu(true, vh->gso_size);
+}
+
 static void pcinet_rx_one(struct pcinet_net *np, const struct pcinet_rec *rec)
 {
 	struct pcinet_rx *rx = np->rx;
@@ -259,7 +307,9 @@ static void pcinet_rx_one(struct pcinet_net *np, const struct pcinet_rec *rec)
 	struct sk_buff *skb;
 	u32 len = le32_to_cpu(rec->len);
 
-	if (unlikely(len < ETH_HLEN)) {
+	if (unlikely(len < ETH_HLEN ||
+		     (!rec->vnet.gso_type &&
+		      len > READ_ONCE(np->dev->mtu) + VLAN_ETH_HLEN))) {
 		u64_stats_update_begin(&np->rx_stats.syncp);
 		u64_stats_inc(&np->rx_stats.length_errors);
 		u64_stats_update_end(&np->rx_stats.syncp);
@@ -275,15 +325,21 @@ static void pcinet_rx_one(struct pcinet_net *np, const struct pcinet_rec *rec)
 		skb_store_bits(skb, sp.len[0], sp.p[1], sp.len[1]);
 
 	memcpy(&vh, &rec->vnet, sizeof(vh));
-	if (unlikely(virtio_net_hdr_to_skb(skb, &vh, true))) {
+	/*
+	 * DATA_VALID first: virtio_net_hdr_to_skb() turns a NEEDS_CSUM
+	 * packet into CHECKSUM_PARTIAL, which must win (a forwarded packet
+	 * still needs its checksum), as in virtio_net.
+	 */
+	if ((vh.flags & VIRTIO_NET_HDR_F_DATA_VALID) &&
+	    (np->dev->features & NETIF_F_RXCSUM))
+		skb->ip_summed = CHECKSUM_UNNECESSARY;
+	if (unlikely(!pcinet_rx_offload_ok(&vh) ||
+		     virtio_net_hdr_to_skb(skb, &vh, true))) {
 		net_warn_ratelimited("%s: dropped packet with bad offload metadata\n",
 				     np->dev->name);
 		dev_kfree_skb_any(skb);
 		goto drop;
 	}
-	if ((vh.flags & VIRTIO_NET_HDR_F_DATA_VALID) &&
-	    (np->dev->features & NETIF_F_RXCSUM))
-		skb->ip_summed = CHECKSUM_UNNECESSARY;
 	skb->protocol = eth_type_trans(skb, np->dev);
 
 	u64_stats_update_begin(&np->rx_stats.syncp);
@@ -316,6 +372,7 @@ static int pcinet_poll(struct napi_struct *napi, int budget)
 	struct pcinet_net *np = container_of(napi, struct pcinet_net, napi);
 	struct pcinet_rx *rx = np->rx;
 	struct pcinet_rec rec;
+	bool refresh;
 	int work = 0;
 	int n;
 
@@ -323,7 +380,8 @@ static int pcinet_poll(struct napi_struct *napi, int budget)
 	u64_stats_inc(&np->rx_stats.polls);
 	u64_stats_update_end(&np->rx_stats.syncp);
 
-	pcinet_tx_reap(np);
+	refresh = test_and_clear_bit(PCINET_NET_REFRESH, &np->flags);
+	pcinet_tx_reap(np, refresh);
 
 	while (work < budget) {
 		n = pcinet_rx_peek_rec(rx, &rec, PCINET_NET_MAX_LEN);
@@ -344,6 +402,8 @@ static int pcinet_poll(struct napi_struct *napi, int budget)
 			pcinet_rx_give_back(np);
 	}
 	pcinet_rx_give_back(np);
+	if (refresh)
+		pcinet_rx_refresh(rx);
 
 	/*
 	 * Re-arm only when idle.  pcinet_rx_arm() publishes our consumer
@@ -418,6 +478,21 @@ static void pcinet_net_kick(void *priv)
 	napi_schedule_irqoff(&np->napi);
 }
 
+/*
+ * The link ticked: poll once, as if the peer had rung.  A lost doorbell
+ * (an overwritten event index or need_space, a dropped interrupt) then
+ * costs a tick, and the poll writes our ring words again.
+ */
+static void pcinet_net_tick(void *priv)
+{
+	struct pcinet_net *np = priv;
+
+	set_bit(PCINET_NET_REFRESH, &np->flags);
+	local_bh_disable();
+	napi_schedule(&np->napi);
+	local_bh_enable();
+}
+
 static void pcinet_net_link_stop(void *priv)
 {
 	struct pcinet_net *np = priv;
@@ -450,6 +525,7 @@ static const struct pcinet_chan_ops pcinet_net_chan_ops = {
 	.stop = pcinet_net_link_stop,
 	.start = pcinet_net_link_start,
 	.peer_changed = pcinet_net_peer_changed,
+	.tick = pcinet_net_tick,
 };
 
 /* ----- net_device_ops ----- */

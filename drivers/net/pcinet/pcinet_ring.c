@@ -236,6 +236,19 @@ void pcinet_tx_space_ok(struct pcinet_tx *tx)
 }
 
 /**
+ * pcinet_tx_refresh - write the published producer index again
+ * @tx: the view
+ *
+ * Soft state: repairs a producer index a third party overwrote in the
+ * consumer's inbox.  Nothing new is published (the value was released by
+ * pcinet_tx_commit() before), so a plain store does.
+ */
+void pcinet_tx_refresh(struct pcinet_tx *tx)
+{
+	WRITE_ONCE(tx->out->prod, cpu_to_le32(tx->prod));
+}
+
+/**
  * pcinet_rx_init - set up the consumer's view of a ring
  * @rx: the view
  * @data: ring data (in our data inbox)
@@ -367,6 +380,18 @@ bool pcinet_rx_publish(struct pcinet_rx *rx)
 	/* H: pairs with G in pcinet_tx_wait_space() */
 	pcinet_mb();
 	return READ_ONCE(rx->in->need_space) != 0;
+}
+
+/**
+ * pcinet_rx_refresh - write the published consumer index again
+ * @rx: the view
+ *
+ * Soft state, as pcinet_tx_refresh(); call only when everything consumed
+ * has been published (pcinet_rx_publish()), so nothing new is released.
+ */
+void pcinet_rx_refresh(struct pcinet_rx *rx)
+{
+	WRITE_ONCE(rx->out->cons, cpu_to_le32(rx->cons));
 }
 
 /**

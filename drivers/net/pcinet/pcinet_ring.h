@@ -144,6 +144,7 @@ void pcinet_tx_commit(struct pcinet_tx *tx, u32 len);
 bool pcinet_tx_need_kick(struct pcinet_tx *tx, u32 old_prod);
 int pcinet_tx_wait_space(struct pcinet_tx *tx);
 void pcinet_tx_space_ok(struct pcinet_tx *tx);
+void pcinet_tx_refresh(struct pcinet_tx *tx);
 
 void pcinet_rx_init(struct pcinet_rx *rx, void *data, u32 size,
 		    struct pcinet_chan_ctrl *out,
@@ -158,5 +159,6 @@ void pcinet_rx_read(struct pcinet_rx *rx, u32 off, void *buf, u32 len);
 void pcinet_rx_consume(struct pcinet_rx *rx, u32 len);
 bool pcinet_rx_publish(struct pcinet_rx *rx);
 bool pcinet_rx_arm(struct pcinet_rx *rx);
+void pcinet_rx_refresh(struct pcinet_rx *rx);
 
 #endif /* _PCINET_RING_H */

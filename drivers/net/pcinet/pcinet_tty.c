@@ -96,6 +96,7 @@ enum {
  * @running: the link is up and the rings are ours; under @tx_lock
  * @tx_waiting: we asked the peer for a doorbell on free space; @tx_lock
  * @tx_fault: write() found the peer's consumer index impossible; @tx_lock
+ * @refresh: the link ticked: @rx_work writes our ring words again
  * @kick_base: producer index at the last kick decision; @tx_lock
  * @rx_work: reaps tx space for writers, drains the rx ring
  * @rx_published: consumer index last published to the peer; @rx_work
@@ -114,6 +115,7 @@ struct pcinet_tty {
 	bool running;
 	bool tx_waiting;
 	bool tx_fault;
+	bool refresh;
 	u32 kick_base;
 	struct delayed_work rx_work;
 	u32 rx_published;
@@ -359,8 +361,8 @@ static void pcinet_tty_rx_work(struct work_struct *work)
 	struct pcinet_tty *pt = container_of(to_delayed_work(work),
 					     struct pcinet_tty, rx_work);
 	const char *fault = NULL;
+	bool wake = false, refresh;
 	unsigned long flags;
-	bool wake = false;
 	int free;
 
 	raw_spin_lock_irqsave(&pt->tx_lock, flags);
@@ -368,6 +370,14 @@ static void pcinet_tty_rx_work(struct work_struct *work)
 		/* Stopped: the rings are not ours (see pcinet_tty_stop()). */
 		raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
 		return;
+	}
+	/* Soft state: our producer index and doorbell request, again. */
+	refresh = pt->refresh;
+	pt->refresh = false;
+	if (refresh) {
+		pcinet_tx_refresh(pt->tx);
+		if (pt->tx_waiting && pcinet_tx_wait_space(pt->tx) < 0)
+			pt->tx_fault = true;
 	}
 	if (pt->tx_fault) {
 		fault = "tx consumer index";
@@ -391,6 +401,9 @@ static void pcinet_tty_rx_work(struct work_struct *work)
 	if (wake)
 		tty_port_tty_wakeup(&pt->port);
 	pcinet_tty_rx(pt);
+	/* Everything consumed is published (unless a fault stopped us). */
+	if (refresh && pt->rx->cons == pt->rx_published)
+		pcinet_rx_refresh(pt->rx);
 }
 
 /* ----- link callbacks ----- */
@@ -465,11 +478,28 @@ static void pcinet_tty_peer_changed(void *priv)
 	pcinet_tty_update_carrier(priv);
 }
 
+/*
+ * The link ticked: run the rx work as if the peer had rung, so a lost
+ * doorbell costs a tick (a writer waiting for space, bytes not drained),
+ * and have it write our ring words again.
+ */
+static void pcinet_tty_tick(void *priv)
+{
+	struct pcinet_tty *pt = priv;
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&pt->tx_lock, flags);
+	pt->refresh = true;
+	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
+	pcinet_tty_rx_schedule(pt);
+}
+
 static const struct pcinet_chan_ops pcinet_tty_chan_ops = {
 	.kick = pcinet_tty_kick,
 	.stop = pcinet_tty_stop,
 	.start = pcinet_tty_start,
 	.peer_changed = pcinet_tty_peer_changed,
+	.tick = pcinet_tty_tick,
 };
 
 /* ----- tty_port operations ----- */
