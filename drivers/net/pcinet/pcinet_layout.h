@@ -201,7 +201,13 @@ struct pcinet_vnet_hdr {
  * struct pcinet_rec - header of one record on a record ring (net)
  * @len: payload bytes that follow the header
  * @vnet: offload metadata
- * @pad: zero
+ * @flags: PCINET_REC_F_*; other bits zero, ignored by the receiver
+ * @crc: with PCINET_REC_F_CRC, the CRC-32C (Castagnoli, as in iSCSI and
+ *	ext4: initial value ~0, final xor ~0) of the 16 header bytes before
+ *	this field followed by the @len payload bytes.  The sender computes
+ *	it over its own copy of the data, the receiver over the copy it
+ *	made out of the window: a byte changed in the window in between
+ *	costs the record, never delivers wrong data.
  *
  * Records start on PCINET_REC_ALIGN boundaries; a record's payload may
  * wrap around the end of the ring, its header never does.
@@ -209,8 +215,11 @@ struct pcinet_vnet_hdr {
 struct pcinet_rec {
 	__le32 len;
 	struct pcinet_vnet_hdr vnet;
-	__u8 pad[2];
+	__le16 flags;
+	__le32 crc;
 };
+
+#define PCINET_REC_F_CRC	0x0001	/* @crc is valid */
 
 #define PCINET_REC_ALIGN	64
 
@@ -235,7 +244,9 @@ static_assert(sizeof(struct pcinet_ctrl) ==
 static_assert(sizeof(struct pcinet_ctrl) <= PCINET_CTRL_SIZE);
 static_assert(PCINET_NR_CHAN <= PCINET_MAX_CHAN);
 static_assert(sizeof(struct pcinet_vnet_hdr) == 10);
-static_assert(sizeof(struct pcinet_rec) == 16);
+static_assert(sizeof(struct pcinet_rec) == 20);
+static_assert(offsetof(struct pcinet_rec, flags) == 14);
+static_assert(offsetof(struct pcinet_rec, crc) == 16);
 static_assert(offsetof(struct pcinet_rec, vnet) == 4);
 static_assert(sizeof(struct pcinet_rec) <= PCINET_REC_ALIGN);
 

@@ -20,6 +20,7 @@
 
 #include <linux/bitops.h>
 #include <linux/bottom_half.h>
+#include <linux/crc32.h>
 #include <linux/etherdevice.h>
 #include <linux/if_vlan.h>
 #include <linux/tcp.h>
@@ -60,6 +61,7 @@ struct pcinet_rx_stats {
 	u64_stats_t space_doorbells;
 	u64_stats_t dropped;
 	u64_stats_t length_errors;
+	u64_stats_t crc_errors;
 };
 
 struct pcinet_irq_stats {
@@ -79,7 +81,8 @@ struct pcinet_irq_stats {
  * @tx_done: consumer index up to which BQL was told; tx lock
  * @rx_published: consumer index last published to the peer; NAPI
  * @flags: PCINET_NET_REFRESH: the link ticked, NAPI refreshes our ring
- *	words
+ *	words; PCINET_NET_NO_CRC: the "integrity" private flag is off
+ * @crc_bad: CRC errors in a row; NAPI
  * @tx_stats: written under the tx lock
  * @rx_stats: written by NAPI
  * @irq_stats: written by the doorbell handler
@@ -95,12 +98,45 @@ struct pcinet_net {
 	u32 tx_done;
 	u32 rx_published;
 	unsigned long flags;
+	unsigned int crc_bad;
 	struct pcinet_tx_stats tx_stats;
 	struct pcinet_rx_stats rx_stats;
 	struct pcinet_irq_stats irq_stats;
 };
 
 #define PCINET_NET_REFRESH	0
+#define PCINET_NET_NO_CRC	1
+/* This many bad CRCs in a row is a broken peer, not a scribble: reset. */
+#define PCINET_CRC_BAD_RESET	8
+
+/* ----- integrity: CRC-32C of each record (struct pcinet_rec) ----- */
+
+static __wsum pcinet_crc_update(const void *p, int len, __wsum crc)
+{
+	return (__force __wsum)__crc32c_le((__force u32)crc, p, len);
+}
+
+static __wsum pcinet_crc_combine(__wsum crc1, __wsum crc2, int off, int len)
+{
+	return (__force __wsum)__crc32c_le_combine((__force u32)crc1,
+						   (__force u32)crc2, len);
+}
+
+static const struct skb_checksum_ops pcinet_crc_ops = {
+	.update = pcinet_crc_update,
+	.combine = pcinet_crc_combine,
+};
+
+/* CRC of a record header (up to @crc) and of @skb, our private copy. */
+static u32 pcinet_rec_crc(const struct pcinet_rec *rec, struct sk_buff *skb)
+{
+	u32 crc = __crc32c_le(~0U, (const u8 *)rec,
+			      offsetof(struct pcinet_rec, crc));
+
+	return ~(__force u32)__skb_checksum(skb, 0, skb->len,
+					    (__force __wsum)crc,
+					    &pcinet_crc_ops);
+}
 
 /* ----- datapath: transmit ----- */
 
@@ -162,8 +198,13 @@ static netdev_tx_t pcinet_xmit(struct sk_buff *skb, struct net_device *dev)
 
 	rec.len = cpu_to_le32(len);
 	memcpy(&rec.vnet, &vh, sizeof(rec.vnet));
-	rec.pad[0] = 0;
-	rec.pad[1] = 0;
+	rec.flags = 0;
+	rec.crc = 0;
+	if (!test_bit(PCINET_NET_NO_CRC, &np->flags)) {
+		/* Over the skb, not the window: a third party may write there */
+		rec.flags = cpu_to_le16(PCINET_REC_F_CRC);
+		rec.crc = cpu_to_le32(pcinet_rec_crc(&rec, skb));
+	}
 	pcinet_tx_write(tx, 0, &rec, sizeof(rec));
 	pcinet_tx_span(tx, sizeof(rec), len, &sp);
 	if (skb_copy_bits(skb, 0, sp.p[0], sp.len[0]) ||
@@ -299,6 +340,20 @@ static bool pcinet_rx_offload_ok(const struct virtio_net_hdr *vh)
 	       __virtio16_to_cpu(true, vh->gso_size);
 }
 
+static void pcinet_rx_crc_error(struct pcinet_net *np)
+{
+	u64_stats_update_begin(&np->rx_stats.syncp);
+	u64_stats_inc(&np->rx_stats.crc_errors);
+	u64_stats_inc(&np->rx_stats.dropped);
+	u64_stats_update_end(&np->rx_stats.syncp);
+	net_warn_ratelimited("%s: dropped packet changed in the window (CRC)\n",
+			     np->dev->name);
+	if (++np->crc_bad >= PCINET_CRC_BAD_RESET) {
+		np->crc_bad = 0;
+		pcinet_link_fault(np->link, PCINET_CHAN_NET, "record CRC");
+	}
+}
+
 static void pcinet_rx_one(struct pcinet_net *np, const struct pcinet_rec *rec)
 {
 	struct pcinet_rx *rx = np->rx;
@@ -323,6 +378,21 @@ static void pcinet_rx_one(struct pcinet_net *np, const struct pcinet_rec *rec)
 	skb_store_bits(skb, 0, sp.p[0], sp.len[0]);
 	if (sp.len[1])
 		skb_store_bits(skb, sp.len[0], sp.p[1], sp.len[1]);
+	/*
+	 * Checked on our copy: what the window says now no longer matters.
+	 * Without the integrity flag a record must carry a CRC (a cleared
+	 * F_CRC bit is a changed byte like any other).
+	 */
+	if (!test_bit(PCINET_NET_NO_CRC, &np->flags) ||
+	    (rec->flags & cpu_to_le16(PCINET_REC_F_CRC))) {
+		if (unlikely(!(rec->flags & cpu_to_le16(PCINET_REC_F_CRC)) ||
+			     pcinet_rec_crc(rec, skb) != le32_to_cpu(rec->crc))) {
+			dev_kfree_skb_any(skb);
+			pcinet_rx_crc_error(np);
+			return;
+		}
+		np->crc_bad = 0;
+	}
 
 	memcpy(&vh, &rec->vnet, sizeof(vh));
 	/*
@@ -568,8 +638,9 @@ static void pcinet_get_stats64(struct net_device *dev,
 		s->rx_dropped = u64_stats_read(&np->rx_stats.dropped);
 		s->rx_length_errors =
 			u64_stats_read(&np->rx_stats.length_errors);
+		s->rx_crc_errors = u64_stats_read(&np->rx_stats.crc_errors);
 	} while (u64_stats_fetch_retry(&np->rx_stats.syncp, start));
-	s->rx_errors = s->rx_length_errors;
+	s->rx_errors = s->rx_length_errors + s->rx_crc_errors;
 }
 
 static const struct net_device_ops pcinet_netdev_ops = {
@@ -608,6 +679,7 @@ static const struct pcinet_stat_desc pcinet_stats[] = {
 	PCINET_STAT("rx_dropped", PCINET_RX, pcinet_rx_stats, dropped),
 	PCINET_STAT("rx_length_errors", PCINET_RX, pcinet_rx_stats,
 		    length_errors),
+	PCINET_STAT("rx_crc_errors", PCINET_RX, pcinet_rx_stats, crc_errors),
 	PCINET_STAT("interrupts", PCINET_IRQ, pcinet_irq_stats, interrupts),
 };
 
@@ -621,15 +693,48 @@ static void pcinet_get_drvinfo(struct net_device *dev,
 		sizeof(info->bus_info));
 }
 
+/* Private flags: "integrity", a CRC-32C per record, on by default. */
+static const char pcinet_priv_flags[][ETH_GSTRING_LEN] = {
+	"integrity",
+};
+
+#define PCINET_PRIV_INTEGRITY	BIT(0)
+
+static u32 pcinet_get_priv_flags(struct net_device *dev)
+{
+	struct pcinet_net *np = netdev_priv(dev);
+
+	return test_bit(PCINET_NET_NO_CRC, &np->flags) ?
+	       0 : PCINET_PRIV_INTEGRITY;
+}
+
+static int pcinet_set_priv_flags(struct net_device *dev, u32 flags)
+{
+	struct pcinet_net *np = netdev_priv(dev);
+
+	assign_bit(PCINET_NET_NO_CRC, &np->flags,
+		   !(flags & PCINET_PRIV_INTEGRITY));
+	return 0;
+}
+
 static int pcinet_get_sset_count(struct net_device *dev, int sset)
 {
-	return sset == ETH_SS_STATS ? ARRAY_SIZE(pcinet_stats) : -EOPNOTSUPP;
+	switch (sset) {
+	case ETH_SS_STATS:
+		return ARRAY_SIZE(pcinet_stats);
+	case ETH_SS_PRIV_FLAGS:
+		return ARRAY_SIZE(pcinet_priv_flags);
+	default:
+		return -EOPNOTSUPP;
+	}
 }
 
 static void pcinet_get_strings(struct net_device *dev, u32 sset, u8 *buf)
 {
 	size_t i;
 
+	if (sset == ETH_SS_PRIV_FLAGS)
+		memcpy(buf, pcinet_priv_flags, sizeof(pcinet_priv_flags));
 	if (sset != ETH_SS_STATS)
 		return;
 	for (i = 0; i < ARRAY_SIZE(pcinet_stats); i++)
@@ -669,6 +774,8 @@ static const struct ethtool_ops pcinet_ethtool_ops = {
 	.get_drvinfo = pcinet_get_drvinfo,
 	.get_link = ethtool_op_get_link,
 	.get_sset_count = pcinet_get_sset_count,
+	.get_priv_flags = pcinet_get_priv_flags,
+	.set_priv_flags = pcinet_set_priv_flags,
 	.get_strings = pcinet_get_strings,
 	.get_ethtool_stats = pcinet_get_ethtool_stats,
 };

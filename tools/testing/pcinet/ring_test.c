@@ -464,8 +464,9 @@ static int t_rec_size(struct fx *f __maybe_unused,
 {
 	static const u32 tab[][2] = {
 		{ 0, 64 }, { 1, 64 }, { 15, 64 }, { 16, 64 }, { 17, 64 },
-		{ 47, 64 }, { 48, 64 }, { 49, 128 }, { 63, 128 },
-		{ 64, 128 }, { 112, 128 }, { 113, 192 }, { 1500, 1536 },
+		{ 63 - REC_HDR, 64 }, { 64 - REC_HDR, 64 },
+		{ 65 - REC_HDR, 128 }, { 63, 128 }, { 64, 128 },
+		{ 128 - REC_HDR, 128 }, { 129 - REC_HDR, 192 }, { 1500, 1536 },
 		{ PCINET_NET_MAX_LEN, 66112 },
 	};
 	u32 i;
@@ -632,19 +633,19 @@ static int t_rec_full(struct fx *f, const struct tcase *tc __maybe_unused)
 	pcinet_rx_publish(&f->rx);
 	CHECK(pcinet_tx_free(&f->tx) == (int)f->size, "");
 
-	/* uneven sizes: 3 x 1152 leaves 640, which takes len 624, not 625 */
+	/* uneven sizes: 3 x 1152 leaves 640, which takes 640 - REC_HDR */
 	CHECK(f->size == 4096, "case assumes a 4 KiB ring");
 	for (i = 0; i < 3; i++)
 		TRY(send_ok(f, 100 + i, 1100));
 	CHECK(pcinet_tx_free(&f->tx) == 640, "");
-	r = send_rec(f, 103, 625);
+	r = send_rec(f, 103, 641 - REC_HDR);
 	TRY(r);
 	CHECK(r == 0, "a 704-byte record went into 640 bytes");
-	TRY(send_ok(f, 103, 624));
+	TRY(send_ok(f, 103, 640 - REC_HDR));
 	CHECK(pcinet_tx_free(&f->tx) == 0, "");
 	for (i = 0; i < 3; i++)
 		TRY(recv_rec(f, 100 + i, 1100, i & 1));
-	TRY(recv_rec(f, 103, 624, true));
+	TRY(recv_rec(f, 103, 640 - REC_HDR, true));
 	pcinet_rx_publish(&f->rx);
 	CHECK(pcinet_tx_free(&f->tx) == (int)f->size, "");
 	return 0;
@@ -657,9 +658,11 @@ static int t_rec_full(struct fx *f, const struct tcase *tc __maybe_unused)
  */
 static int t_rec_straddle(struct fx *f, const struct tcase *tc)
 {
-	static const u32 lens[] = { 200, 48, 49, 0, 4096 - 64 - 16 };
+	static const u32 lens[] = {
+		200, 64 - REC_HDR, 65 - REC_HDR, 0, 4096 - 64 - REC_HDR
+	};
 	struct pcinet_span sp;
-	u32 i, tail = 48;	/* payload bytes before the ring end */
+	u32 i, tail = 64 - REC_HDR;	/* payload bytes before the ring end */
 
 	CHECK((tc->start & (f->size - 1)) == f->size - 64,
 	      "case needs the header in the last slot");
@@ -1002,10 +1005,10 @@ static int t_bad_len_avail(struct fx *f, const struct tcase *tc __maybe_unused)
 	      EPROTO_RET, "");
 	plant(f, 100, 128);
 	CHECK(pcinet_rx_peek_rec(&f->rx, &rec, PCINET_NET_MAX_LEN) == 128, "");
-	plant(f, 49, 64);
+	plant(f, 65 - REC_HDR, 64);
 	CHECK(pcinet_rx_peek_rec(&f->rx, &rec, PCINET_NET_MAX_LEN) ==
 	      EPROTO_RET, "");
-	plant(f, 48, 64);
+	plant(f, 64 - REC_HDR, 64);
 	CHECK(pcinet_rx_peek_rec(&f->rx, &rec, PCINET_NET_MAX_LEN) == 64, "");
 
 	/* a record filling the whole ring is fine; one byte more is not */
