@@ -43,7 +43,8 @@ asks for a freshly booted topology before the case.
 
 Environment: TESTS (case pattern), PCINET_KEEP=1 (keep the work dir with
 console logs), QEMU (emulator binary), PCINET_FABRIC (fabric binary),
-PCINET_BOOT_TIMEOUT (seconds, default 180), PCINET_KERNEL (debian: the
+PCINET_BOOT_TIMEOUT (seconds, default 180), PCINET_MODULE (the pcinet.ko
+to test instead of the one built here), PCINET_KERNEL (debian: the
 Debian kernel the module is built against, the default; debug: the debug
 kernel of scripts/debug-kernel.sh, KASAN, lockdep, kmemleak & co., with
 the module built against it in build/debug-module).
@@ -76,10 +77,19 @@ BOOT_TIMEOUT = float(os.environ.get('PCINET_BOOT_TIMEOUT', '180'))
 KERNEL = os.environ.get('PCINET_KERNEL', 'debian')
 if KERNEL not in ('debian', 'debug'):
     raise SystemExit(f'PCINET_KERNEL={KERNEL}: want debian or debug')
-# The module the guests load, built for the kernel they boot.
 TAG = '@debug' if KERNEL == 'debug' else ''	# after case names in results
+# The module the guests load, built for the kernel they boot.
 PCINET_KO = (BUILD / 'debug-module/pcinet.ko' if KERNEL == 'debug'
              else ROOT / 'drivers/net/pcinet/pcinet.ko')
+if os.environ.get('PCINET_MODULE'):	# another build, e.g. of an old commit
+    PCINET_KO = Path(os.environ['PCINET_MODULE']).resolve()
+
+
+def scaled(n, debug_div=8):
+    """A transfer size for the kernel under test: the debug kernel (KASAN
+    and lockdep under TCG) runs ~5x slower, and catches memory bugs with
+    fewer bytes: n // debug_div there (at least 1)."""
+    return max(1, n // debug_div) if KERNEL == 'debug' else n
 
 
 class HarnessError(Exception):
@@ -228,7 +238,8 @@ def fabric_binary():
 class Fabric:
     """The ivshmem server a set of VMs attach to (one pcinet link)."""
 
-    def __init__(self, sockpath, size='16M', vectors=3, binary=None, log=None):
+    def __init__(self, sockpath, size='16M', vectors=3, binary=None, log=None,
+                 control=False):
         self.sockpath = Path(sockpath)
         self.size = size
         self.vectors = vectors
@@ -236,6 +247,9 @@ class Fabric:
         self.log = Path(log) if log else self.sockpath.with_suffix('.log')
         self.pidfile = self.sockpath.with_suffix('.pid')
         self.proc = None
+        # control=True: fault injection (-C <sock>.ctl, doorbells interposed
+        # with -I); see fault() and tools/pcinet-fabric/README.md.
+        self.ctlpath = Path(f'{self.sockpath}.ctl') if control else None
 
     def start(self, timeout=10):
         binary = self.binary or fabric_binary()
@@ -243,6 +257,8 @@ class Fabric:
             self.sockpath.unlink()
         cmd = [str(binary), '-S', str(self.sockpath), '-m', str(self.size),
                '-n', str(self.vectors), '-p', str(self.pidfile)]
+        if self.ctlpath:
+            cmd += ['-I', '-C', str(self.ctlpath)]
         self.proc = _popen(cmd, self.log)
         deadline = time.monotonic() + timeout
         while True:
@@ -283,6 +299,32 @@ class Fabric:
 
     def log_text(self):
         return _tail(self.log, 10**9)
+
+    def fault(self, cmd: str) -> str:
+        """Send one control command (e.g. 'doorbell drop 10', 'stats') to
+        the fabric and return its reply line; HarnessError on an 'err' reply.
+        Needs control=True."""
+        if not self.ctlpath:
+            raise HarnessError('fabric: fault() needs Fabric(control=True)')
+        if '\n' in cmd:
+            raise HarnessError(f'fabric: one command per call: {cmd!r}')
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(10)
+            try:
+                s.connect(str(self.ctlpath))
+                s.sendall(cmd.encode() + b'\n')
+                buf = b''
+                while not buf.endswith(b'\n'):
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    buf += chunk
+            except OSError as e:
+                raise HarnessError(f'fabric control {self.ctlpath}: {e}') from e
+        reply = buf.decode(errors='replace').strip()
+        if not reply or reply.startswith('err'):
+            raise HarnessError(f'fabric fault {cmd!r}: {reply or "no reply"}')
+        return reply
 
 
 # --------------------------------------------------------------------------
@@ -663,6 +705,7 @@ CONFIG = {
     'vms': ('a', 'b'),		# VM names; all attached to the one fabric
     'fabric': True,		# False: no ivshmem device at all
     'fabric_size': '16M',
+    'fabric_control': False,	# True: fault injection, Fabric.fault()
     'vectors': 3,
     'fabric_binary': None,	# default: fabric_binary()
     'mem': 1024,
@@ -695,7 +738,8 @@ class Topology:
             self.fabric = Fabric(self.workdir / 'fabric.sock',
                                  size=cfg['fabric_size'],
                                  vectors=cfg['vectors'],
-                                 binary=cfg['fabric_binary'])
+                                 binary=cfg['fabric_binary'],
+                                 control=cfg['fabric_control'])
         self.vms = [VM(n, self.workdir, kernel, initrd,
                        fabrics=[self.fabric] if self.fabric else [],
                        mem=cfg['mem'], smp=cfg['smp'], append=cfg['append'],

@@ -18,6 +18,25 @@
  * (without reading anything); otherwise it runs until the server closes
  * the connection, SIGTERM, or the -t timeout.
  *
+ * With -i it also reads commands from stdin (one per line; EOF ends the
+ * client) and answers each with one line:
+ *
+ *   snap                     copy the whole window          -> snap ok
+ *   diff                     compare the window with the copy
+ *                            -> diff words=N first=0xOFF last=0xOFF
+ *                               (changed 32-bit words, first and last
+ *                               changed byte; "diff words=0" if none)
+ *   ring V N GAP_US          ring vector V of the peer N times, GAP_US
+ *                            microseconds apart            -> rang N
+ *   total                    doorbells received so far (sum of the
+ *                            eventfd counts) -> total v0=C v1=C ...
+ *   sum OFF LEN              FNV-1a hash of a part of the window
+ *                            -> sum 0xHASH
+ *
+ * With -c CONTROL_SOCKET it is instead a client of the fabric's control
+ * socket: it sends each further argument as one line (an argument may
+ * hold several lines), prints the reply lines and exits.
+ *
  * Exit: 0 fine, 1 protocol or system error, 2 refused (connection closed
  * before the version message), 3 timeout.
  */
@@ -51,6 +70,11 @@ static int own_efd[MAX_VECTORS];
 static unsigned int own_count;
 static int peer_efd[MAX_PEERS][MAX_VECTORS];
 static unsigned int peer_count[MAX_PEERS];
+static uint64_t win_size;
+static unsigned char *snapshot;
+static uint64_t total[MAX_VECTORS];
+static char cmd_buf[256];
+static size_t cmd_len;
 
 static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
 {
@@ -130,6 +154,7 @@ static void map_shm(int fd)
 	if (fstat(fd, &st) < 0)
 		die("fstat shm: %s", strerror(errno));
 	size = st.st_size;
+	win_size = size;
 	hdr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (hdr == MAP_FAILED)
 		die("mmap shm: %s", strerror(errno));
@@ -228,9 +253,136 @@ static void setup(void)
 	}
 }
 
-static void run(int timeout)
+/* "diff": which 32-bit words changed since "snap". */
+static void diff_window(void)
 {
-	struct pollfd pfd[1 + MAX_VECTORS];
+	const unsigned char *now = (const unsigned char *)hdr;
+	uint64_t words = 0, first = 0, last = 0, off, b;
+	bool any;
+
+	if (!snapshot) {
+		printf("diff error no snapshot\n");
+		return;
+	}
+	for (off = 0; off < win_size; off += 4) {
+		if (!memcmp(now + off, snapshot + off, 4))
+			continue;
+		any = false;
+		for (b = off; b < off + 4; b++) {
+			if (now[b] == snapshot[b])
+				continue;
+			if (!words && !any)
+				first = b;
+			last = b;
+			any = true;
+		}
+		words++;
+	}
+	if (words)
+		printf("diff words=%llu first=0x%llx last=0x%llx\n", (unsigned long long)words,
+		       (unsigned long long)first, (unsigned long long)last);
+	else
+		printf("diff words=0\n");
+}
+
+/* The one peer we know all eventfds of, or -1. */
+static int the_peer(void)
+{
+	int id;
+
+	for (id = 0; id < MAX_PEERS; id++)
+		if (id != own_id && peer_count[id] == nr_vectors)
+			return id;
+	return -1;
+}
+
+static void ring_peer(unsigned int v, unsigned int n, unsigned int gap_us)
+{
+	uint64_t one = 1;
+	int id = the_peer();
+	unsigned int i;
+
+	if (id < 0 || v >= nr_vectors) {
+		printf("ring error %s\n", id < 0 ? "no peer" : "bad vector");
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		if (write(peer_efd[id][v], &one, sizeof(one)) != sizeof(one))
+			die("ring peer %d vector %u: %s", id, v, strerror(errno));
+		if (gap_us && i + 1 < n)
+			usleep(gap_us);
+	}
+	printf("rang %u\n", n);
+}
+
+static void sum_window(long long off, long long len)
+{
+	const unsigned char *w = (const unsigned char *)hdr;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	long long i;
+
+	if (off < 0 || len < 0 || (uint64_t)off > win_size ||
+	    (uint64_t)len > win_size - off) {
+		printf("sum error out of the window\n");
+		return;
+	}
+	for (i = off; i < off + len; i++)
+		h = (h ^ w[i]) * 0x100000001b3ULL;
+	printf("sum 0x%016llx\n", (unsigned long long)h);
+}
+
+static void command(char *line)
+{
+	long long off, len;
+	unsigned int v, n, gap;
+
+	if (!strcmp(line, "snap")) {
+		if (!snapshot && !(snapshot = malloc(win_size)))
+			die("out of memory");
+		memcpy(snapshot, hdr, win_size);
+		printf("snap ok\n");
+	} else if (!strcmp(line, "diff")) {
+		diff_window();
+	} else if (sscanf(line, "ring %u %u %u", &v, &n, &gap) == 3) {
+		ring_peer(v, n, gap);
+	} else if (sscanf(line, "sum %lli %lli", &off, &len) == 2) {
+		sum_window(off, len);
+	} else if (!strcmp(line, "total")) {
+		printf("total");
+		for (v = 0; v < nr_vectors; v++)
+			printf(" v%u=%llu", v, (unsigned long long)total[v]);
+		putchar('\n');
+	} else {
+		printf("error unknown command '%s'\n", line);
+	}
+}
+
+/* Read stdin and run the complete lines; false on EOF. */
+static bool read_commands(void)
+{
+	ssize_t r = read(STDIN_FILENO, cmd_buf + cmd_len, sizeof(cmd_buf) - 1 - cmd_len);
+	char *nl;
+
+	if (r < 0 && errno == EINTR)
+		return true;
+	if (r <= 0)
+		return false;
+	cmd_len += r;
+	while ((nl = memchr(cmd_buf, '\n', cmd_len))) {
+		*nl = '\0';
+		command(cmd_buf);
+		cmd_len -= nl + 1 - cmd_buf;
+		memmove(cmd_buf, nl + 1, cmd_len);
+	}
+	if (cmd_len == sizeof(cmd_buf) - 1)
+		die("command line too long");
+	return true;
+}
+
+static void run(int timeout, bool interactive)
+{
+	struct pollfd pfd[2 + MAX_VECTORS];
+	unsigned int in = 1 + nr_vectors;
 	time_t deadline = timeout ? time(NULL) + timeout : 0;
 	unsigned int v;
 	uint64_t cnt;
@@ -241,7 +393,9 @@ static void run(int timeout)
 		pfd[0] = (struct pollfd){ .fd = sock, .events = POLLIN };
 		for (v = 0; v < nr_vectors; v++)
 			pfd[1 + v] = (struct pollfd){ .fd = own_efd[v], .events = POLLIN };
-		if (poll(pfd, 1 + nr_vectors, 200) < 0 && errno != EINTR)
+		pfd[in] = (struct pollfd){ .fd = interactive ? STDIN_FILENO : -1,
+					   .events = POLLIN };
+		if (poll(pfd, in + 1, 200) < 0 && errno != EINTR)
 			die("poll: %s", strerror(errno));
 		/*
 		 * Drain the socket before looking at the doorbells: the server
@@ -262,10 +416,14 @@ static void run(int timeout)
 				continue;
 			if (read(own_efd[v], &cnt, sizeof(cnt)) != sizeof(cnt))
 				die("read eventfd: %s", strerror(errno));
+			total[v] += cnt;
 			printf("vector %u rung count=%llu", v, (unsigned long long)cnt);
 			print_epoch();
 			putchar('\n');
 		}
+		/* After the doorbells, so that "total" includes what is in. */
+		if (pfd[in].revents && !read_commands())
+			return;
 		if (deadline && time(NULL) >= deadline) {
 			printf("timeout\n");
 			exit(3);
@@ -273,14 +431,52 @@ static void run(int timeout)
 	}
 }
 
+/* -c: send each argument as a line to the control socket, print the replies. */
+static int control(const char *path, int argc, char **argv)
+{
+	char buf[4096];
+	size_t len = 0, lines = 0;
+	struct pollfd pfd;
+	ssize_t r;
+	char *nl;
+	int i;
+
+	do_connect(path);
+	for (i = 0; i < argc; i++) {
+		if (dprintf(sock, "%s\n", argv[i]) < 0)
+			die("write %s: %s", path, strerror(errno));
+		lines++;
+		for (nl = argv[i]; (nl = strchr(nl, '\n')); nl++)
+			lines++;
+	}
+	while (lines) {
+		pfd = (struct pollfd){ .fd = sock, .events = POLLIN };
+		if (poll(&pfd, 1, 10000) != 1)
+			die("no reply from %s", path);
+		r = read(sock, buf + len, sizeof(buf) - 1 - len);
+		if (r <= 0)
+			die("%s closed the connection with %zu replies missing", path, lines);
+		len += r;
+		while (lines && (nl = memchr(buf, '\n', len))) {
+			fwrite(buf, 1, nl + 1 - buf, stdout);
+			len -= nl + 1 - buf;
+			memmove(buf, nl + 1, len);
+			lines--;
+		}
+		if (len == sizeof(buf) - 1)
+			die("reply line too long");
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	const char *path = NULL;
-	bool once = false, hangup = false;
+	const char *path = NULL, *ctl = NULL;
+	bool once = false, hangup = false, interactive = false;
 	int timeout = 0, c;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((c = getopt(argc, argv, "S:1xt:")) != -1) {
+	while ((c = getopt(argc, argv, "+S:1xit:c:")) != -1) {
 		switch (c) {
 		case 'S':
 			path = optarg;
@@ -294,20 +490,29 @@ int main(int argc, char **argv)
 		case 't':
 			timeout = atoi(optarg);
 			break;
+		case 'i':
+			interactive = true;
+			break;
+		case 'c':
+			ctl = optarg;
+			break;
 		default:
-			fprintf(stderr, "usage: fabric-client -S SOCKET [-1 | -x] [-t SECONDS]\n");
-			return 1;
+			goto usage;
 		}
 	}
-	if (!path) {
-		fprintf(stderr, "usage: fabric-client -S SOCKET [-1 | -x] [-t SECONDS]\n");
-		return 1;
-	}
+	if (ctl)
+		return control(ctl, argc - optind, argv + optind);
+	if (!path || optind < argc)
+		goto usage;
 	do_connect(path);
 	if (hangup)
 		return 0;
 	setup();
 	if (!once)
-		run(timeout);
+		run(timeout, interactive);
 	return 0;
+usage:
+	fprintf(stderr, "usage: fabric-client -S SOCKET [-1 | -x | -i] [-t SECONDS]\n"
+			"       fabric-client -c CONTROL_SOCKET COMMAND...\n");
+	return 1;
 }

@@ -90,8 +90,11 @@ check "bad args: -n 17 exits 1"			bad_args -S "$S" -n 17
 check "bad args: -n x exits 1"			bad_args -S "$S" -n x
 check "bad args: unknown option exits 1"	bad_args -S "$S" -Z
 check "bad args: stray argument exits 1"	bad_args -S "$S" extra
+check "bad args: -C same as -S exits 1"		bad_args -S "$S" -C "$S"
+check "bad args: -X with a bad command exits 1"	bad_args -S "$S" -X "doorbell drop 200"
 touch "$T/file"
 check "path that is not a socket is refused"	bad_args -S "$T/file"
+check "control path that is not a socket is refused" bad_args -S "$S" -C "$T/file"
 
 # --- the fabric ---------------------------------------------------------
 L=$T/fabric.log
@@ -204,6 +207,401 @@ check "-m 4M -n 1: 4 MiB window, 1 vector, inboxes 0x1f0000 each" \
 check "-d: SIGTERM removes socket and pid file" \
 	eval '[ -n "$DP" ] && wait_gone "$DP" && [ ! -e "$S" ] && [ ! -e "$T/pid2" ]'
 
+# --- without -I: doorbells go straight from guest to guest ------------------
+# Interactive clients (fabric-client -i) take commands on a FIFO: client A
+# on fd 7, client B on fd 8.  They are restarted for each fabric below.
+
+# ask FD OUT CMD PREFIX: send CMD to an interactive client, print its answer
+# (the next new line of OUT starting with PREFIX).
+ask() {
+	local n i
+	n=$(count "$2" "^$4")
+	echo "$3" >&"$1" || return 1
+	for ((i = 0; i < 100; i++)); do
+		if [ "$(count "$2" "^$4")" -gt "$n" ]; then
+			grep -E "^$4" "$2" | tail -1
+			return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+# total FD OUT V: doorbells client FD has received on vector V so far.
+total() { ask "$1" "$2" total total | sed -n "s/.* v$3=\\([0-9]*\\).*/\\1/p"; }
+# wait_total FD OUT V N: until client FD has received N doorbells on V.
+wait_total() {
+	local i
+	for ((i = 0; i < ${5:-50}; i++)); do
+		[ "$(total "$1" "$2" "$3")" = "$4" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+ring() { ask "$1" "$2" "ring $3 $4 ${5:-0}" "rang|ring error" >/dev/null; }
+
+# start_clients SOCKET: interactive clients A (id even) and B (id odd).
+start_clients() {
+	rm -f "$T/a.in" "$T/b.in"
+	mkfifo "$T/a.in" "$T/b.in"
+	IA=$T/ia.out
+	IB=$T/ib.out
+	"$CLIENT" -S "$1" -i -t 300 <"$T/a.in" >"$IA" 2>&1 &
+	pids+=($!)
+	exec 7>"$T/a.in"
+	wait_for "$IA" "^setup done" >/dev/null
+	"$CLIENT" -S "$1" -i -t 300 <"$T/b.in" >"$IB" 2>&1 &
+	pids+=($!)
+	exec 8>"$T/b.in"
+	wait_for "$IB" "^setup done" >/dev/null && wait_for "$IA" "^peer [0-9]+ joined"
+}
+stop_clients() { exec 7>&- 8>&-; sleep 0.2; }
+
+S2=$T/fsock
+L=$T/fabric3.log
+"$FABRIC" -S "$S2" 2>"$L" &
+FP=$!
+pids+=("$FP")
+wait_for "$L" "listening on" >/dev/null
+start_clients "$S2"
+kill -STOP $FP
+ring 7 "$IA" 1 3
+direct_ok() { wait_total 8 "$IB" 1 3 20; }
+check "without -I: doorbells reach the peer while the fabric is stopped (direct eventfds)" \
+	direct_ok
+kill -CONT $FP
+check "without -I: the fabric holds just the guests' 6 eventfds, as before" \
+	eval '[ "$(ls -l /proc/$FP/fd | grep -c "anon_inode:\[eventfd\]")" -eq 6 ]'
+stop_clients
+kill -TERM $FP
+wait $FP
+
+# --- fault injection: control socket --------------------------------------
+CTL=$T/ctl
+L=$T/fabric4.log
+ctl() { "$CLIENT" -c "$CTL" "$@" 2>&1; }
+# reply CMD REGEX: the reply to CMD matches REGEX
+reply() {
+	local r
+	r=$(ctl "$1")
+	[[ $r =~ $2 ]] && return 0
+	echo "  # '$1' -> '$r'"
+	return 1
+}
+stat_of() { ctl stats | sed -n "s/.* $1=\\([0-9]*\\).*/\\1/p"; }
+
+"$FABRIC" -S "$S2" -C "$CTL" 2>"$L" &
+FP=$!
+pids+=("$FP")
+check "-C: fabric starts with a control socket, interposed" \
+	eval 'wait_for "$L" "doorbells interposed, control socket" && [ -S "$CTL" ]'
+check "control: help"	reply help '^ok commands: '
+check "control: stats line" reply stats \
+	'^ok writes=0 doorbells=0 dropped=0 delayed=0 duplicated=0 frozen=0$'
+check "control: status line" reply status \
+	'^ok interpose=on peers=down,down scribble=none 0to1=normal 1to0=normal queued=0$'
+while IFS='|' read -r cmd re; do
+	check "control: '$cmd' -> err" reply "$cmd" "^err $re"
+done <<'CASES'
+bogus|unknown command 'bogus'
+|empty command
+stats foo|unknown command
+scribble|usage: scribble
+scribble stack 10 1|bad region 'stack'
+scribble net0 0 1|RATE must be
+scribble net0 1000001 1|RATE must be
+scribble net0 10 0|SECONDS must be
+scribble net0 10 3601|SECONDS must be
+scribble net0 10 0.0001|SECONDS must be
+scribble net0 10 1 wild|bad mode or seed 'wild'
+doorbell|usage: doorbell
+doorbell drop|usage: doorbell
+doorbell drop 101|PCT must be 0..100
+doorbell drop 10 1 sideways|unexpected 'sideways'
+doorbell drop 10 1 2|unexpected '2'
+doorbell drop 10 seed=x|bad seed
+doorbell delay 10001|MS must be 0..10000
+doorbell dup -1|PCT must be 0..100
+doorbell freeze 2|bad SIDE
+doorbell freeze 0 up|bad SIDE
+doorbell thaw|usage: doorbell
+a b c d e f g h i|too many arguments
+CASES
+check "control: several commands in one write, one reply line each, in order" \
+	eval '[ "$(ctl "stats
+status
+bogus" | cut -c1-3 | tr "\n" " ")" = "ok  ok  err " ]'
+long=$(printf 'x%.0s' $(seq 400))
+overlong() {
+	local r
+	r=$(ctl "$long" stats | tr '\n' '|')
+	[[ $r =~ ^err\ line\ too\ long\|ok\ writes=0\ [^|]*\|$ ]]
+}
+check "control: overlong line -> err, the connection goes on" overlong
+check "control: the fabric survives all that" eval 'kill -0 $FP'
+
+# --- fault injection: scribbling ------------------------------------------
+rm -f "$T/a.in"
+mkfifo "$T/a.in"
+IA=$T/ia.out
+"$CLIENT" -S "$S2" -i -t 300 <"$T/a.in" >"$IA" 2>&1 &
+pids+=($!)
+exec 7>"$T/a.in"
+wait_for "$IA" "^setup done" >/dev/null
+
+# scribble_done: until no scribble is running.
+scribble_done() {
+	local i
+	for ((i = 0; i < ${1:-50}; i++)); do
+		ctl status | grep -q " scribble=none " && return 0
+		sleep 0.1
+	done
+	return 1
+}
+# Same seed, same number of writes: same bytes (relative to the region).
+ctl "scribble ctrl0 1000 0.1 random 7" "scribble ctrl1 1000 0.1 random 7" \
+	"scribble tty0 1000 0.1 random 7" "scribble tty1 1000 0.1 random 8" >/dev/null
+scribble_done
+seed_same() {
+	[ "$(ask 7 "$IA" "sum 0x1000 0x1000" sum)" = "$(ask 7 "$IA" "sum 0x2000 0x1000" sum)" ] &&
+	[ "$(ask 7 "$IA" "sum 0x10000 0x10000" sum)" != "$(ask 7 "$IA" "sum 0x800000 0x10000" sum)" ]
+}
+check "scribble: a seed repeats its writes, another seed does not" seed_same
+
+# scribble_in REGION OFF LEN MODE: the writes land in OFF..OFF+LEN only.
+scribble_in() {
+	local r d words first last
+	ask 7 "$IA" snap "snap" >/dev/null || return 1
+	r=$(ctl "scribble $1 20000 0.2 $4 $((RANDOM))")
+	if ! [[ $r =~ ^ok\ scribble\ $1\ off=$2\ len=$3\ rate=20000\ seconds=0.200\ mode=$4\ seed=[0-9]+$ ]]; then
+		echo "  # reply: $r"
+		return 1
+	fi
+	scribble_done || return 1
+	d=$(ask 7 "$IA" diff "diff")
+	words=$(sed -n 's/.*words=\([0-9]*\).*/\1/p' <<<"$d")
+	first=$(sed -n 's/.*first=\(0x[0-9a-f]*\).*/\1/p' <<<"$d")
+	last=$(sed -n 's/.*last=\(0x[0-9a-f]*\).*/\1/p' <<<"$d")
+	if [ "${words:-0}" -gt 0 ] && ((first >= $2 && last < $2 + $3)); then
+		return 0
+	fi
+	echo "  # $1 is $2+$3, $d"
+	return 1
+}
+check "scribble ctrl0: random words land in 0x1000+0x1000 only" scribble_in ctrl0 0x1000 0x1000 random
+check "scribble ctrl1: bounds words land in 0x2000+0x1000 only" scribble_in ctrl1 0x2000 0x1000 bounds
+check "scribble tty0: land in 0x10000+0x10000 only"  scribble_in tty0 0x10000 0x10000 random
+check "scribble tty1: byte runs land in 0x800000+0x10000 only" scribble_in tty1 0x800000 0x10000 bytes
+check "scribble net0: land in 0x20000+0x400000 only" scribble_in net0 0x20000 0x400000 bounds
+check "scribble net1: land in 0x810000+0x400000 only" scribble_in net1 0x810000 0x400000 random
+check "scribble hdr: lands in 0x0+0x1000 only" scribble_in hdr 0x0 0x1000 bounds
+# Repair, snapshot, scribble again: restore must give the snapshot back.
+restored() {
+	reply restore '^ok restore$' && ask 7 "$IA" snap snap >/dev/null &&
+	reply "scribble hdr 20000 0.2 random" "^ok" && scribble_done &&
+	[ "$(ask 7 "$IA" diff diff)" != "diff words=0" ] &&
+	reply restore '^ok restore$' &&
+	[ "$(ask 7 "$IA" diff diff)" = "diff words=0" ]
+}
+check "restore: rewrites the scribbled header as the fabric keeps it" restored
+check "scribble all: the whole window (0x0+0x1000000)" scribble_in all 0x0 0x1000000 bytes
+ctl restore >/dev/null
+check "after restore a new client attaches (header valid, epochs kept)" \
+	eval '"$CLIENT" -S "$S2" -1 2>&1 | grep -q "^shm .* epoch=1,1 state=up,up"'
+
+# Rate and duration.
+ctl "stats reset" >/dev/null
+t0=$(date +%s%N)
+ctl "scribble net1 1000 1.5 bounds" >/dev/null
+scribble_done 100
+t1=$(date +%s%N)
+w=$(stat_of writes)
+ms=$(((t1 - t0) / 1000000))
+check "scribble 1000/s for 1.5s: $w writes, ended after ~${ms}ms" \
+	eval '[ "$w" -eq 1500 ] && [ $ms -ge 1400 ] && [ $ms -le 4000 ]'
+sleep 0.3
+check "scribble stops by itself (no writes after the end, logged)" \
+	eval '[ "$(stat_of writes)" -eq 1500 ] &&
+	      grep -q "scribble net1 done: 1500 writes" "$L"'
+scribble_max() {
+	reply "scribble ctrl0 10 60" "^ok" && reply "scribble ctrl1 10 60" "^ok" &&
+	reply "scribble tty0 10 60" "^ok" && reply "scribble tty1 10 60" "^ok" &&
+	reply "scribble net0 10 60" "^err busy" &&
+	reply "scribble tty1 100 60 bounds 5" "^ok" &&
+	reply status "scribble=ctrl0:10/s:random:seed=[0-9]+:left=[0-9]+ms:writes=[0-9]+,ctrl1:.*,tty0:.*,tty1:100/s:bounds:seed=5:" &&
+	reply "scribble stop" "^ok scribble stopped=4$" &&
+	reply status " scribble=none "
+}
+check "scribble: 4 at once, a 5th is refused, same region replaces, 'scribble stop'" scribble_max
+exec 7>&-
+sleep 0.2
+
+# --- fault injection: doorbells -------------------------------------------
+start_clients "$S2"
+check "-I: nothing is forwarded while the fabric is stopped" \
+	eval 'kill -STOP $FP; ring 7 "$IA" 1 3; sleep 0.5; [ "$(total 8 "$IB" 1)" = 0 ]'
+kill -CONT $FP
+check "-I: ... and all of it once it runs again" wait_total 8 "$IB" 1 3
+check "-I: the fabric holds 2 eventfds per vector and peer" \
+	eval '[ "$(ls -l /proc/$FP/fd | grep -c "anon_inode:\[eventfd\]")" -eq 12 ]'
+
+ctl "stats reset" >/dev/null
+ring 7 "$IA" 1 200 1000
+ring 8 "$IB" 2 50 1000
+check "-I: doorbells forwarded 1:1 both ways (200 + 50)" \
+	eval 'wait_total 8 "$IB" 1 203 && wait_total 7 "$IA" 2 50 &&
+	      [ "$(stat_of dropped)$(stat_of delayed)$(stat_of duplicated)" = 000 ] &&
+	      [ "$(stat_of doorbells)" -gt 0 ]'
+
+ctl "stats reset" >/dev/null
+check "doorbell drop 30" reply "doorbell drop 30" '^ok doorbell drop pct=30 dir=both seconds=0.000 seed=[0-9]+$'
+b0=$(total 8 "$IB" 1)
+ring 7 "$IA" 1 400 1000
+sleep 0.5
+b1=$(total 8 "$IB" 1)
+db=$(stat_of doorbells)
+dr=$(stat_of dropped)
+check "drop 30%: $dr of $db doorbells dropped, $((b1 - b0)) of 400 arrived" \
+	eval '[ $((dr * 100)) -ge $((db * 15)) ] && [ $((dr * 100)) -le $((db * 45)) ] &&
+	      [ $((b1 - b0)) -ge $((db - dr)) ] && [ $((b1 - b0 + dr)) -le 400 ]'
+ctl "doorbell normal" >/dev/null
+
+drop_dir() {
+	local a0 b0
+	reply "doorbell drop 100 1to0" "dir=1to0" || return 1
+	a0=$(total 7 "$IA" 1)
+	b0=$(total 8 "$IB" 1)
+	ring 7 "$IA" 1 10 1000
+	ring 8 "$IB" 1 10 1000
+	wait_total 8 "$IB" 1 $((b0 + 10)) && sleep 0.3 &&
+	[ "$(total 7 "$IA" 1)" = "$a0" ] && reply status "0to1=normal 1to0=drop:100%"
+}
+check "drop 100% 1to0: side 1's doorbells all dropped, side 0's all delivered" drop_dir
+ctl "doorbell normal" >/dev/null
+
+drop_timed() {
+	local b0
+	reply "doorbell drop 100 0.5" "seconds=0.500" || return 1
+	b0=$(total 8 "$IB" 1)
+	ring 7 "$IA" 1 5
+	sleep 0.7
+	[ "$(total 8 "$IB" 1)" = "$b0" ] && reply status "0to1=normal 1to0=normal" &&
+	ring 7 "$IA" 1 5 && wait_total 8 "$IB" 1 $((b0 + 5))
+}
+check "drop 100% for 0.5s: dropped, then back to normal by itself" drop_timed
+
+dup_all() {
+	local b0 d
+	ctl "stats reset" >/dev/null
+	reply "doorbell dup 100 seed=99" "^ok doorbell dup pct=100 dir=both seconds=0.000 seed=99$" ||
+		return 1
+	b0=$(total 8 "$IB" 1)
+	ring 7 "$IA" 1 20 20000
+	sleep 0.3
+	d=$(stat_of duplicated)
+	[ "$d" -gt 0 ] && [ "$d" = "$(stat_of doorbells)" ] &&
+	wait_total 8 "$IB" 1 $((b0 + 20 + d))
+}
+check "dup 100%: every doorbell delivered twice" dup_all
+ctl "doorbell normal" >/dev/null
+
+delay_1s() {
+	local b0 t0 t1
+	ctl "stats reset" >/dev/null
+	reply "doorbell delay 1000 0to1" "^ok doorbell delay ms=1000 dir=0to1" || return 1
+	b0=$(total 8 "$IB" 1)
+	t0=$(date +%s%N)
+	ring 7 "$IA" 1 1
+	sleep 0.2
+	[ "$(total 8 "$IB" 1)" = "$b0" ] || return 1
+	reply status "0to1=delay:1000ms .* queued=1" || return 1
+	wait_total 8 "$IB" 1 $((b0 + 1)) || return 1
+	t1=$(date +%s%N)
+	[ $(((t1 - t0) / 1000000)) -ge 900 ] && [ "$(stat_of delayed)" = 1 ]
+}
+check "delay 1000ms 0to1: the doorbell arrives after ~1s, not before" delay_1s
+ctl "doorbell normal" >/dev/null
+
+freeze_thaw() {
+	local b1 b2 a2 f
+	ctl "stats reset" >/dev/null
+	reply "doorbell freeze 0" "^ok doorbell freeze 0to1$" || return 1
+	b1=$(total 8 "$IB" 1)
+	b2=$(total 8 "$IB" 2)
+	a2=$(total 7 "$IA" 2)
+	ring 7 "$IA" 1 5 2000
+	ring 7 "$IA" 2 3 2000
+	ring 8 "$IB" 2 4 2000
+	wait_total 7 "$IA" 2 $((a2 + 4)) || return 1	# the other way is open
+	sleep 0.3
+	[ "$(total 8 "$IB" 1)" = "$b1" ] && [ "$(total 8 "$IB" 2)" = "$b2" ] || return 1
+	reply status "0to1=frozen:pending=0x6 1to0=normal" || return 1
+	f=$(stat_of frozen)
+	[ "$f" -ge 2 ] && [ "$f" -le 8 ] || return 1
+	reply "doorbell thaw 0" "^ok doorbell thaw 0to1 delivered=2$" &&
+	wait_total 8 "$IB" 1 $((b1 + 1)) && wait_total 8 "$IB" 2 $((b2 + 1)) &&
+	sleep 0.3 && [ "$(total 8 "$IB" 1)" = $((b1 + 1)) ] &&
+	reply status "0to1=normal 1to0=normal"
+}
+check "freeze 0: side 0's doorbells held; thaw delivers one per pending vector" freeze_thaw
+
+freeze_in() {
+	local a1
+	reply "doorbell freeze 0 in" "^ok doorbell freeze 1to0$" || return 1
+	reply "doorbell delay 300 1to0" "^ok" || return 1
+	a1=$(total 7 "$IA" 1)
+	ring 8 "$IB" 1 3 1000
+	sleep 0.6	# delayed doorbells that come due while frozen are latched too
+	[ "$(total 7 "$IA" 1)" = "$a1" ] && reply status "1to0=delay:300ms,frozen:pending=0x2" &&
+	reply "doorbell normal" "^ok doorbell normal delivered=1$" &&
+	wait_total 7 "$IA" 1 $((a1 + 1))
+}
+check "freeze 0 in (= 1to0) latches delayed doorbells too; 'normal' thaws" freeze_in
+
+# A guest leaves while doorbells to it are queued, latched, dropped.
+leave_active() {
+	reply "doorbell delay 3000 0to1" "^ok" && reply "doorbell freeze 1to0" "^ok" &&
+	reply "doorbell dup 50" "^ok" || return 1
+	ring 7 "$IA" 1 10 1000
+	ring 8 "$IB" 1 3
+	reply status "queued=[1-9]" || return 1
+	exec 8>&-	# client B exits
+	wait_for "$L" "peer 1 \\(id [0-9]+\\) left" || return 1
+	reply status "peers=up,down .*queued=0$" &&
+	reply "doorbell thaw 1to0" "^ok doorbell thaw 1to0 delivered=1$" && kill -0 $FP
+}
+check "a guest leaves with doorbells queued for it: they are discarded" leave_active
+reply "doorbell drop 20" "^ok" >/dev/null
+reply "doorbell freeze both" "^ok" >/dev/null
+sleep 0.2
+before=$(nfds $FP)
+for i in $(seq 30); do
+	"$CLIENT" -S "$S2" -1 >/dev/null 2>&1
+	echo "ring 1 2 0" >&7
+done
+sleep 0.5
+after=$(nfds $FP)
+check "faults active: no fd leak over 30 attach/detach cycles ($before -> $after fds)" \
+	eval 'kill -0 $FP && [ "$before" -gt 0 ] && [ "$before" -eq "$after" ]'
+check "doorbell normal: everything off" \
+	eval 'reply "doorbell normal" "^ok doorbell normal delivered=[0-9]+$" &&
+	      reply status "0to1=normal 1to0=normal queued=0$"'
+exec 7>&-
+kill -TERM $FP
+wait $FP
+rc=$?
+check "-C: SIGTERM exits 0 and removes the control socket" \
+	eval '[ $rc -eq 0 ] && [ ! -e "$CTL" ] && [ ! -e "$S2" ]'
+
+# -X: faults from the command line.
+"$FABRIC" -S "$S2" -C "$CTL" -X "doorbell drop 10 1to0" -X "doorbell delay 5" 2>"$L" &
+FP=$!
+pids+=("$FP")
+check "-X: startup commands are applied" \
+	eval 'wait_for "$L" "listening on" &&
+	      reply status "0to1=delay:5ms 1to0=drop:10%,delay:5ms"'
+kill -TERM $FP
+wait $FP
+
 # --- a real QEMU ivshmem-doorbell ----------------------------------------
 if command -v qemu-system-x86_64 >/dev/null; then
 	L=$T/fabric2.log
@@ -228,6 +626,36 @@ if command -v qemu-system-x86_64 >/dev/null; then
 	check "qemu reports no ivshmem errors" eval '! grep -qi "ivshmem\|error" "$Q"'
 	check "qemu's exit is seen as peer 1 leaving" \
 		wait_for "$T/f.out" "^peer 1 left epoch=1,2 state=up,down"
+	kill -TERM $FP
+	wait $FP
+
+	# The same with interposed doorbells: QEMU must not see a difference.
+	L=$T/fabric5.log
+	"$FABRIC" -S "$S" -C "$CTL" 2>"$L" &
+	FP=$!
+	pids+=("$FP")
+	wait_for "$L" "listening on" >/dev/null
+	rm -f "$T/a.in"
+	mkfifo "$T/a.in"
+	"$CLIENT" -S "$S" -i -t 60 <"$T/a.in" >"$T/g.out" 2>&1 &
+	pids+=($!)
+	exec 7>"$T/a.in"
+	wait_for "$T/g.out" "^setup done id=0" >/dev/null
+	qemu-system-x86_64 -machine q35,accel=tcg -nodefaults -display none -S \
+		-monitor none -serial none -chardev socket,path="$S",id=c0 \
+		-device ivshmem-doorbell,chardev=c0,vectors=3 >"$Q" 2>&1 &
+	QP=$!
+	pids+=("$QP")
+	check "-I: qemu attaches to an interposed fabric with 3 vectors, no errors" \
+		eval 'wait_for "$T/g.out" "^peer 1 joined vectors=3" 100 &&
+		      wait_for "$L" "peer 1 \\(id 1\\) joined" && sleep 0.5 &&
+		      ! grep -qi "ivshmem\|error" "$Q"'
+	ring 7 "$T/g.out" 1 4 1000
+	check "-I: doorbells to qemu go through the fabric" \
+		eval 'sleep 0.3; [ "$(stat_of doorbells)" -ge 1 ] && [ "$(stat_of dropped)" = 0 ]'
+	kill $QP
+	wait $QP 2>/dev/null
+	exec 7>&-
 	kill -TERM $FP
 	wait $FP
 else
