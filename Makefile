@@ -11,7 +11,7 @@ KDIR ?= $(error no kernel headers: run scripts/setup.sh or pass KDIR=)
 SRC := $(TOP)/drivers/net/pcinet
 KBUILD_ARGS = -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
 
-.PHONY: all module debug-kernel debug-module fabric unit setup check demo bench \
+.PHONY: all module debug-kernel debug-module fabric unit setup check demo bench soak \
 	style sparse w1 gates clean
 
 all: module fabric
@@ -61,6 +61,15 @@ demo:
 
 bench:
 	$(TOP)/scripts/bench.sh
+
+# Traffic and faults of every kind for MINUTES (default 10) on the debug
+# kernel (KERNEL=debian for Debian's): see tests/qemu/soak.py.
+soak:
+	$(TOP)/scripts/setup.sh >/dev/null
+	$(MAKE) -s module fabric debug-module
+	$(MAKE) -s -C $(TOP)/tools/testing/pcinet all
+	PCINET_KERNEL=$(or $(KERNEL),debug) MINUTES=$(or $(MINUTES),10) \
+		python3 $(TOP)/tests/qemu/soak.py
 
 clean:
 	-$(MAKE) $(KBUILD_ARGS) clean

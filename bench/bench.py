@@ -70,7 +70,7 @@ LINKS = {
     'virtio_stream': ('eth0', '10.88.0.1', '10.88.0.2'),
 }
 LABEL = {'pcinet': 'pcinet', 'virtio_stream': 'virtio-net/stream',
-         'pcinet_threaded': 'pcinet, threaded'}
+         'pcinet_threaded': 'pcinet, threaded', 'pcinet_nocrc': 'pcinet, no CRC'}
 PING_COUNT = 1000
 SOCKPERF_PORT = 11111
 USER_HZ = 100
@@ -344,8 +344,9 @@ class Bench:
             break
         raise BenchError(f'iperf3 {args}: rc {rc}: {err or out[-500:]}')
 
-    def tcp(self, link, mtu, direction, streams, rep):
+    def tcp(self, link, mtu, direction, streams, rep, fig_link=None):
         ifn, _, ipb = LINKS[link]
+        label = LABEL.get(fig_link, LABEL[link])
         sender, receiver = (self.a, self.b) if direction == 'tx' else (self.b, self.a)
         s0 = {vm.name: snapshot(vm) for vm in (self.a, self.b)}
         res = self.iperf(f'-c {ipb} -t {self.secs} -P {streams}'
@@ -378,7 +379,7 @@ class Bench:
             r['side'][vm.name] = side
         gb = sent / 1e9
         tag = 'p4_' if streams > 1 else ''
-        pre = f'{link}.tcp.mtu{mtu}.{direction}_'
+        pre = f'{fig_link or link}.tcp.mtu{mtu}.{direction}_'
         self.add(f'{pre}{tag}mbps', mbps, 'Mbit/s')
         if gb > 0:
             self.add(f'{pre}{tag}cpu_sender_s_per_gb', r['cpu'][sender.name]['busy_s'] / gb, 's/GB')
@@ -392,7 +393,7 @@ class Bench:
                 if sd['packets']:
                     ev.append(f"{n} {(sd['doorbells'] + sd['interrupts']) / sd['packets']:.3f}")
             extra = f"; doorbells+irqs/pkt {', '.join(ev)}"
-        progress(f"  {LABEL[link]:17s} tcp mtu {mtu:5d} {direction} {streams}x  rep {rep}: "
+        progress(f"  {label:17s} tcp mtu {mtu:5d} {direction} {streams}x  rep {rep}: "
                  f"{mbps:7.1f} Mbit/s  cpu busy a {r['cpu']['a']['busy_share'] * 100:3.0f}% "
                  f"b {r['cpu']['b']['busy_share'] * 100:3.0f}%{extra}")
 
@@ -442,6 +443,11 @@ class Bench:
                  f'received {rx_pps:8.0f} pps, loss {loss:.1f}% (reached b {100 * wire / n:.0f}%, '
                  f'b socket buffer full {100 * where["receiver_rcvbuf_drop_pct"] / n:.0f}%, '
                  f'a qdisc drops {100 * where["sender_qdisc_drop_pct"] / n:.0f}%)')
+
+    def integrity(self, on):
+        for vm in (self.a, self.b):
+            run(vm, 'ethtool --set-priv-flags pcinet0 integrity '
+                + ('on' if on else 'off'))
 
     def threaded(self, on):
         for vm in (self.a, self.b):
@@ -719,6 +725,19 @@ class Bench:
                             self.attempt(f'{link} tcp mtu {mtu} {direction} {streams}x',
                                          self.tcp, link, mtu, direction, streams, rep)
 
+        progress('== the cost of the per-record CRC (ethtool private flag "integrity")')
+        for mtu in (1500, 65535):
+            self.set_mtu('pcinet', mtu)
+            for rep in range(1, reps + 1):
+                for crc in (True, False):
+                    self.integrity(crc)
+                    try:
+                        self.attempt(f'pcinet crc={crc} tcp mtu {mtu}', self.tcp,
+                                     'pcinet', mtu, 'tx', 1, rep,
+                                     None if crc else 'pcinet_nocrc')
+                    finally:
+                        self.integrity(True)
+
         progress('== ttyPCI')
         if self.info['guest']['tty']:
             try:
@@ -740,7 +759,7 @@ class Bench:
 
     def estimate(self):
         per_iperf = self.secs + 2.0
-        n = self.reps * (len(MTUS) * len(LINKS) * 4 + 2)
+        n = self.reps * (len(MTUS) * len(LINKS) * 4 + 2 + 4)
         return (n * per_iperf + self.reps * 2 * 8 + 30 + 20) / 60
 
     # -- results -----------------------------------------------------------------
@@ -1045,6 +1064,20 @@ def write_md(path, R, bench, meta):
         r = (f"{t['median'] / v['median']:.2f}×" if t and v and v['median'] else 'n/a')
         return f"{cell(R, 'pcinet_threaded.' + k)} | {r}"
 
+    w('## The cost of the per-record CRC (TCP a→b, 1 stream)\n')
+    w('pcinet with its default CRC-32C per record (ethtool private flag `integrity` on) and '
+      'with it off on both guests, measured in the same repetitions. The "pcinet" column here '
+      'adds these runs to the main table\'s a→b runs at the same MTU.\n')
+    w('| MTU | pcinet, CRC on | pcinet, CRC off | on/off | sender CPU s/GB on | off |')
+    w('|---|---|---|---|---|---|')
+    for mtu in (1500, 65535):
+        k = f'tcp.mtu{mtu}.tx_mbps'
+        on, off = R.get('pcinet.' + k), R.get('pcinet_nocrc.' + k)
+        r = f"{on['median'] / off['median']:.2f}×" if on and off and off['median'] else 'n/a'
+        c = f'tcp.mtu{mtu}.tx_cpu_sender_s_per_gb'
+        w(f"| {mtu} | {cell(R, 'pcinet.' + k)} | {cell(R, 'pcinet_nocrc.' + k)} | {r} | "
+          f"{cell(R, 'pcinet.' + c)} | {cell(R, 'pcinet_nocrc.' + c)} |")
+    w('')
     w('## UDP, 64-byte payloads, unlimited rate (iperf3 -u -l 64 -b 0, a→b, MTU 1500)\n')
     w('pcinet runs with its default softirq NAPI, and again with threaded NAPI '
       '(`echo 1 >/sys/class/net/pcinet0/threaded` on both guests), the choice for a small '

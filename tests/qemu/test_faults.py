@@ -205,8 +205,8 @@ def _(t):
     mib = h.scaled(64)
     for src, dst, port in ((t.a, t.b, 5303), (t.b, t.a, 5304)):
         # long enough to outlast the transfer; stopped right after it
-        t.fabric.fault(f'scribble net0 {RATE // 4} 600')
-        t.fabric.fault(f'scribble net1 {RATE // 4} 600')
+        t.fabric.fault(f'scribble net0 {RATE} 600')
+        t.fabric.fault(f'scribble net1 {RATE} 600')
         try:
             tcp_check(src, dst, mib, port=port)
         finally:
