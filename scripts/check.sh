@@ -138,9 +138,19 @@ debug_build() {
 	grep '^debug-kernel:' "$log/debug"
 }
 
-# On the debug kernel by default: every case that moves traffic, reloads,
-# kills or stops a peer.  KERNEL=debug runs everything there instead.
-DEBUG_CASES=(net- tty- fault-)
+# On the debug kernel by default: the cases that move traffic, reload a
+# driver, kill or stop a peer, or inject faults (an exact name each: "=").
+# KERNEL=debug runs every case there instead.
+DEBUG_CASES=(
+	=net-load-unload =net-ping =net-tcp-256M =net-iperf3-tcp
+	=net-link-down-up =net-down-up-in-flight =net-reload-under-traffic
+	=net-kill9-peer =net-sigstop-peer =net-bad-peer
+	=tty-16M-both-ways =tty-reader-stopped =tty-unbind-under-traffic
+	=tty-peer-frozen =tty-peer-killed =tty-bad-peer
+	=tty-cooked-flow-control =tty-under-iperf3
+	=fault-ctrl0 =fault-net1 =fault-integrity =fault-doorbells
+	=fault-rmmod-scribbled
+)
 
 rounds=${REPEAT:-1}
 for ((round = 1; round <= rounds; round++)); do

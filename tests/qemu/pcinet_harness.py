@@ -831,7 +831,10 @@ def _matches(name, patterns):
     if not patterns:
         return True
     for p in patterns:
-        if any(ch in p for ch in '*?['):
+        if p.startswith('='):		# exactly this case
+            if name == p[1:]:
+                return True
+        elif any(ch in p for ch in '*?['):
             if fnmatch.fnmatchcase(name, p):
                 return True
         elif p in name:

@@ -236,8 +236,8 @@ def _(t):
     fresh(t)
     for vm in (t.a, t.b):
         raw(vm)
-    transfer(t.a, t.b, 16 * MIB, 'tx.16')
-    transfer(t.b, t.a, 16 * MIB, 'tx.16')
+    transfer(t.a, t.b, h.scaled(16) * MIB, 'tx.16')
+    transfer(t.b, t.a, h.scaled(16) * MIB, 'tx.16')
 
 
 @h.case('tty-16M-both-ways')
@@ -247,13 +247,13 @@ def _(t):
     sha = {}
     for vm in (t.a, t.b):
         raw(vm)
-        sha[vm.name] = make_file(vm, 'tx.16', 16 * MIB)
+        sha[vm.name] = make_file(vm, 'tx.16', h.scaled(16) * MIB)
     for vm in (t.a, t.b):
-        start_reader(vm, 16 * MIB)
+        start_reader(vm, h.scaled(16) * MIB)
     for vm in (t.a, t.b):
         start_writer(vm, '/tmp/tx.16')
     for vm in (t.a, t.b):
-        check_received(vm, 'rx', sha[PEER[vm.name]], 16 * MIB,
+        check_received(vm, 'rx', sha[PEER[vm.name]], h.scaled(16) * MIB,
                        f'{PEER[vm.name]}->{vm.name}')
         h.expect(wait_file(vm, '/tmp/tx.rc', 60) == '0',
                  f'{vm.name}: writer failed')
@@ -268,8 +268,8 @@ def _(t):
         dst = t[PEER[src.name]]
         for vm in (src, dst):
             raw(vm)
-        sha = make_file(src, 'tx.64', 64 * MIB)
-        start_reader(dst, 64 * MIB)
+        sha = make_file(src, 'tx.64', h.scaled(64) * MIB)
+        start_reader(dst, h.scaled(64) * MIB)
         start_writer(src, '/tmp/tx.64')
         # Stop the reader once bytes flow (a slow guest may take a while
         # to start the writer), then give the ring time to fill.
@@ -280,11 +280,11 @@ def _(t):
         after = int(dst.run('wc -c </tmp/rx.bin'))
         writer = src.run('cat /tmp/tx.rc 2>/dev/null || echo running').strip()
         dst.run('kill -CONT $(cat /tmp/rx.pid)')
-        h.expect(before == after and 0 < before < 64 * MIB,
+        h.expect(before == after and 0 < before < h.scaled(64) * MIB,
                  f'stopped reader: {before} -> {after} bytes')
         h.expect(writer == 'running', f'writer finished ({writer}) although '
                  'the reader was stopped: bytes went somewhere')
-        check_received(dst, 'rx', sha, 64 * MIB, f'{src.name}->{dst.name}')
+        check_received(dst, 'rx', sha, h.scaled(64) * MIB, f'{src.name}->{dst.name}')
         h.expect(wait_file(src, '/tmp/tx.rc', 60) == '0', 'writer failed')
 
 
@@ -362,8 +362,8 @@ def _(t):
     fresh(t)
     raw(t.a, '-clocal')
     raw(t.b)
-    make_file(t.a, 'tx.64', 64 * MIB)
-    start_reader(t.b, 64 * MIB)
+    make_file(t.a, 'tx.64', h.scaled(64) * MIB)
+    start_reader(t.b, h.scaled(64) * MIB)
     start_writer(t.a, '/tmp/tx.64')
     t.b.run('sleep 1')
     for vm in (t.a, t.b):
@@ -412,8 +412,8 @@ def _(t):
     fresh(t)
     raw(t.a, '-clocal')
     raw(t.b, 'clocal -hupcl')
-    make_file(t.a, 'tx.64', 64 * MIB)
-    start_reader(t.b, 64 * MIB)
+    make_file(t.a, 'tx.64', h.scaled(64) * MIB)
+    start_reader(t.b, h.scaled(64) * MIB)
     start_writer(t.a, '/tmp/tx.64')
     t.a.run('sleep 1')
     mark = log_mark(t.a)
@@ -700,7 +700,7 @@ def _(t):
     fresh(t)
     for vm in (t.a, t.b):
         raw(vm)
-    n = 32 * MIB
+    n = h.scaled(32) * MIB
     for src in (t.a, t.b):
         dst = t[PEER[src.name]]
         make_file(src, 'tx.32', n)
