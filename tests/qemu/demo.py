@@ -35,6 +35,7 @@ def main():
     initrd = h.build_initramfs(wd / 'initramfs.cpio.gz',
                                [h.ROOT / 'drivers/net/pcinet/pcinet.ko'], env)
     topo = h.Topology(wd, env['VMLINUZ'], initrd)
+    serial = 0
     try:
         print('== booting two QEMU machines (TCG) joined by pcinet-fabric',
               flush=True)
@@ -60,17 +61,23 @@ def main():
         if rc == 0:
             print('\n== a command run over the serial line /dev/ttyPCI0',
                   flush=True)
-            b.run('stty -F /dev/ttyPCI0 raw -echo; (while :; do sh '
+            # a's termios first: what b writes waits in the ring until a
+            # opens, and a first open with the default termios (echo on)
+            # would type it back at b's shell.  b's shell is not
+            # interactive (+i): no prompt, and no "can't access tty" whose
+            # quote would swallow the command.
+            a.run('stty -F /dev/ttyPCI0 raw -echo')
+            b.run('stty -F /dev/ttyPCI0 raw -echo; (while :; do sh +i '
                   '</dev/ttyPCI0 >/dev/ttyPCI0 2>&1; done) >/dev/null 2>&1 &')
-            show(a, 'stty -F /dev/ttyPCI0 raw -echo; exec 3<>/dev/ttyPCI0; '
-                 'echo "echo hello from \\$(hostname) over ttyPCI0; uname -r" >&3; '
-                 'timeout 5 cat <&3')
+            serial = show(a, 'exec 3<>/dev/ttyPCI0; echo "echo hello from '
+                          '\\$(hostname) over ttyPCI0; uname -r" >&3; '
+                          'timeout 10 head -n 2 <&3')
         show(a, 'ip -s link show pcinet0; ethtool -S pcinet0')
         print('\n== shutting down', flush=True)
     finally:
         topo.teardown()
     print(f'demo done in {time.monotonic() - t0:.0f}s', flush=True)
-    return 0
+    return 1 if serial else 0
 
 
 if __name__ == '__main__':

@@ -441,8 +441,22 @@ def _(t):
     h.expect(rc == 0, 'pcinet-poke failed:\n' + out)
     n = t.a.run('dmesg | grep -c "tty: bad peer data" || true').strip()
     h.info(f'a reported bad tty data {n} times')
-    fresh(t)
+    # The case's own readers and writers go; the drivers stay: the line
+    # must work again by itself (a reload would hide a wedge).
+    for vm in (t.a, t.b):
+        vm.run('killall timeout cat sh head >/dev/null 2>&1; usleep 500000; '
+               'true')
+    # pcinet0 up on both sides: its carrier says the link is up again
+    for vm in (t.a, t.b):
+        vm.run('ip link set pcinet0 up')
+    for vm in (t.a, t.b):
+        vm.run('for i in $(seq 100); do [ "$(cat '
+               '/sys/class/net/pcinet0/carrier)" = 1 ] && exit 0; '
+               'usleep 100000; done; exit 1', timeout=60)
     line_works(t)
+    # and nothing the garbage did holds a reference to the module
+    for vm in (t.a, t.b):
+        unload(vm)
 
 
 @h.case('tty-room-wakeup')
@@ -653,8 +667,9 @@ def iperf_mbps(vm, path):
 @h.case('tty-under-iperf3')
 def _(t):
     """A saturating iperf3 on pcinet0 does not starve the tty: every echo
-    comes back within 2 s (p50/p99/max reported), and the echo traffic
-    leaves iperf3 at least half its throughput alone."""
+    comes back within 2 s (p50/p99/max reported), and iperf3 completes
+    with data moved while the tty echoes.  Speeds (iperf3 alone against
+    shared) are printed, not asserted: they belong in make bench."""
     fresh(t)
     ips = {'a': '10.78.0.1', 'b': '10.78.0.2'}
     for vm in (t.a, t.b):
@@ -690,8 +705,7 @@ def _(t):
     h.info(f'iperf3 a->b: {alone:.0f} Mbit/s alone, {shared:.0f} Mbit/s '
            f'with the echoes ({shared / alone:.2f}x)')
     h.expect(busy[2] <= 2000, f'an echo took {busy[2]:.0f} ms under iperf3')
-    h.expect(shared >= 0.5 * alone, f'iperf3 fell from {alone:.0f} to '
-             f'{shared:.0f} Mbit/s while the tty echoed')
+    h.expect(shared > 0, 'iperf3 moved nothing while the tty echoed')
 
 
 @h.case('tty-throughput')
