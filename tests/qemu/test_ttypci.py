@@ -69,12 +69,18 @@ def wait_link(marks, timeout=15.0):
         time.sleep(0.3)
 
 
-def unload(vm):
-    """Kill whatever holds the tty (busybox has no fuser here), then rmmod;
-    the tty's release, and with it the module reference, is asynchronous."""
+def release(vm):
+    """Kill whatever holds the tty (busybox has no fuser here)."""
     vm.run('for d in /proc/[0-9]*/fd; do ls -l $d 2>/dev/null | '
            f'grep -q " -> {TTY}$" && p=${{d%/fd}} && kill -9 ${{p#/proc/}}; '
-           'done; for i in $(seq 50); do grep -q "^pcinet " /proc/modules || '
+           'done; true')
+
+
+def unload(vm):
+    """Release the tty, then rmmod; the tty's release, and with it the
+    module reference, is asynchronous."""
+    release(vm)
+    vm.run('for i in $(seq 50); do grep -q "^pcinet " /proc/modules || '
            'exit 0; rmmod pcinet 2>/dev/null && exit 0; usleep 100000; done; '
            'rmmod pcinet')
 
@@ -444,8 +450,7 @@ def _(t):
     # The case's own readers and writers go; the drivers stay: the line
     # must work again by itself (a reload would hide a wedge).
     for vm in (t.a, t.b):
-        vm.run('killall timeout cat sh head >/dev/null 2>&1; usleep 500000; '
-               'true')
+        release(vm)
     # pcinet0 up on both sides: its carrier says the link is up again
     for vm in (t.a, t.b):
         vm.run('ip link set pcinet0 up')
