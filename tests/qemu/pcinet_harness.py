@@ -373,8 +373,19 @@ class VM:
     def cmdline(self):
         append = (f'console=ttyS0,115200 loglevel=5 panic=-1 '
                   f'pcinet.name={self.name} {self.append}').strip()
+        # maxcpus >= 2 even for one vCPU.  QEMU before 8.1 (bookworm has
+        # 7.2) emits TCG memory barriers only for a guest that may have
+        # several CPUs (CF_PARALLEL): with -smp 1 a guest's mfence or
+        # locked instruction orders nothing on the host, and each guest
+        # (two QEMU processes on two host cores) may load the other's index
+        # before its own store is visible.  The doorbell handshakes need
+        # that order (pairs E/F and G/H in pcinet_ring.h); without it a
+        # writer waiting for room could sleep until the next link tick:
+        #   a: need_space = 1; mb; load cons -> old
+        #   b: cons = new;     mb; load need_space -> 0: no doorbell
+        smp = f'{self.smp},maxcpus={max(2, int(self.smp))}'
         cmd = [self.qemu, '-accel', 'tcg', '-cpu', 'max',
-               '-m', str(self.mem), '-smp', str(self.smp),
+               '-m', str(self.mem), '-smp', smp,
                '-nodefaults', '-nographic', '-no-reboot',
                '-kernel', str(self.kernel), '-initrd', str(self.initrd),
                '-append', append,
