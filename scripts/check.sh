@@ -146,7 +146,7 @@ DEBUG_CASES=(
 	=net-link-down-up =net-down-up-in-flight =net-reload-under-traffic
 	=net-kill9-peer =net-sigstop-peer =net-bad-peer
 	=tty-16M-both-ways =tty-reader-stopped
-	=tty-peer-frozen =tty-peer-killed =tty-bad-peer
+	=tty-peer-frozen =tty-peer-killed =tty-unbind-under-traffic =tty-bad-peer
 	=tty-cooked-flow-control =tty-under-iperf3
 	=fault-ctrl0 =fault-net1 =fault-integrity =fault-doorbells
 	=fault-rmmod-scribbled

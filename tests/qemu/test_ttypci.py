@@ -128,6 +128,24 @@ def start_writer(vm, src, secs=300, tag='tx'):
            f'echo $? >/tmp/{tag}.rc) >/dev/null 2>&1 &')
 
 
+def endless_stream(t):
+    """a writes /dev/zero to b's reader without end, so only a hangup can
+    stop either; fails unless both are still running after a second (a
+    finished transfer would make the hangup checks that follow vacuous)."""
+    # b keeps the first 64 KiB (proof that bytes flow), discards the rest
+    t.b.run(f'rm -f /tmp/rx.*; (timeout 300 sh -c "head -c 65536 >/tmp/rx.bin'
+            f'; exec cat >/dev/null" <{TTY}; echo $? >/tmp/rx.rc) '
+            f'>/dev/null 2>&1 &')
+    start_writer(t.a, '/dev/zero')
+    got = t.b.run('for i in $(seq 50); do [ "$(stat -c %s /tmp/rx.bin)" = '
+                  '65536 ] && break; usleep 100000; done; '
+                  'stat -c %s /tmp/rx.bin').strip()
+    h.expect(got == '65536', f'b got {got} bytes of 64 KiB in 5 s')
+    for vm, tag in ((t.a, 'tx'), (t.b, 'rx')):
+        rc = vm.run(f'cat /tmp/{tag}.rc 2>/dev/null; true').strip()
+        h.expect(rc == '', f'{vm.name}: {tag} ended before the event: rc {rc}')
+
+
 def wait_file(vm, path, secs):
     """Wait in the guest until path exists; returns its content or None."""
     tenths = int(secs * 10)
@@ -368,10 +386,7 @@ def _(t):
     fresh(t)
     raw(t.a, '-clocal')
     raw(t.b)
-    make_file(t.a, 'tx.64', h.scaled(64) * MIB)
-    start_reader(t.b, h.scaled(64) * MIB)
-    start_writer(t.a, '/tmp/tx.64')
-    t.b.run('sleep 1')
+    endless_stream(t)
     for vm in (t.a, t.b):
         rc, _ = vm.sh('rmmod pcinet')
         h.expect(rc != 0, f'{vm.name}: rmmod succeeded with the tty open')
@@ -418,10 +433,7 @@ def _(t):
     fresh(t)
     raw(t.a, '-clocal')
     raw(t.b, 'clocal -hupcl')
-    make_file(t.a, 'tx.64', h.scaled(64) * MIB)
-    start_reader(t.b, h.scaled(64) * MIB)
-    start_writer(t.a, '/tmp/tx.64')
-    t.a.run('sleep 1')
+    endless_stream(t)
     mark = log_mark(t.a)
     t.b.kill(signal.SIGKILL)
     rc = wait_file(t.a, '/tmp/tx.rc', 5)
