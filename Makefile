@@ -12,7 +12,7 @@ SRC := $(TOP)/drivers/net/pcinet
 KBUILD_ARGS = -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
 
 .PHONY: all module debug-kernel debug-module fabric unit setup check demo bench soak \
-	style sparse w1 gates clean
+	style sparse w1 w1-6.1 w1-6.12 gates clean
 
 all: module fabric
 
@@ -40,18 +40,29 @@ fabric:
 unit:
 	$(MAKE) -C $(TOP)/tools/testing/pcinet check
 
-# The gates: W=1 and sparse against every supported kernel, checkpatch.
-w1:
-	$(MAKE) -C $(KDIR) M=$(SRC) CONFIG_PCINET=m W=1 modules
-	$(if $(KDIR_61),$(MAKE) -C $(KDIR_61) M=$(SRC) CONFIG_PCINET=m W=1 modules)
+# The gates, each failing on any diagnostic (scripts/no-diagnostics.sh):
+# W=1 against every supported kernel (cleaned first, so every file is
+# compiled again), sparse, checkpatch --strict and kernel-doc.
+NODIAG := $(TOP)/scripts/no-diagnostics.sh
+W1 = $(MAKE) -s -C $(1) M=$(SRC) CONFIG_PCINET=m clean >/dev/null && \
+	$(NODIAG) $(MAKE) -C $(1) M=$(SRC) CONFIG_PCINET=m W=1 modules
+
+w1-6.1:
+	$(if $(KDIR_61),$(call W1,$(KDIR_61)),@echo "w1-6.1: no 6.1 headers (scripts/setup.sh)"; exit 1)
+
+w1-6.12:
+	$(call W1,$(KDIR))
+
+w1: w1-6.1 w1-6.12
 
 sparse:
-	$(MAKE) $(KBUILD_ARGS) C=2 W=1 modules
+	$(NODIAG) $(MAKE) $(KBUILD_ARGS) C=2 W=1 modules
 
 style:
-	$(TOP)/scripts/checkpatch.sh
+	$(NODIAG) $(TOP)/scripts/checkpatch.sh
 
-gates: w1 sparse style
+# w1-6.12 last: it leaves the module built for Debian's 6.12.
+gates: w1-6.1 sparse style w1-6.12
 
 check:
 	KERNEL="$(KERNEL)" REPEAT="$(REPEAT)" $(TOP)/scripts/check.sh $(TESTS)

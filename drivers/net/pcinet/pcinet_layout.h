@@ -198,9 +198,10 @@ struct pcinet_vnet_hdr {
 };
 
 /**
- * struct pcinet_rec - header of one record on a record ring (net)
- * @len: payload bytes that follow the header
- * @vnet: offload metadata
+ * struct pcinet_rec - header of one record on a ring (net and tty)
+ * @len: payload bytes that follow the header: at most PCINET_NET_MAX_LEN
+ *	on the net ring, PCINET_TTY_REC_MAX on the tty ring
+ * @vnet: offload metadata (net); zero on the tty ring, ignored there
  * @flags: PCINET_REC_F_*; other bits zero, ignored by the receiver
  * @crc: with PCINET_REC_F_CRC, the CRC-32C (Castagnoli, as in iSCSI and
  *	ext4: initial value ~0, final xor ~0) of the 16 header bytes before
@@ -210,7 +211,11 @@ struct pcinet_vnet_hdr {
  *	costs the record, never delivers wrong data.
  *
  * Records start on PCINET_REC_ALIGN boundaries; a record's payload may
- * wrap around the end of the ring, its header never does.
+ * wrap around the end of the ring, its header never does.  The net ring
+ * carries one frame per record; the tty ring carries the byte stream cut
+ * into records at any point, every one with PCINET_REC_F_CRC (a tty
+ * receiver drops a record without it, or with a wrong CRC, and goes on
+ * with the next: a gap in the stream, never a changed byte).
  */
 struct pcinet_rec {
 	__le32 len;
@@ -225,6 +230,8 @@ struct pcinet_rec {
 
 /* Ring sizes inside a data inbox. */
 #define PCINET_TTY_RING_SIZE	(64 * 1024)
+/* Largest payload of one tty record. */
+#define PCINET_TTY_REC_MAX	2048
 #define PCINET_NET_RING_MIN	(512 * 1024)
 
 static_assert(sizeof(struct pcinet_win_side) == 24);

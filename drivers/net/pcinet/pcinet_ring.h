@@ -10,7 +10,9 @@
  * prod and need_space (written by the producer, in the consumer's control
  * inbox) and cons and event (written by the consumer, in the producer's
  * control inbox).  The net channel carries records (struct pcinet_rec and
- * payload, PCINET_REC_ALIGN aligned), the tty channel a plain byte stream.
+ * payload, PCINET_REC_ALIGN aligned); so does the tty channel, whose
+ * records cut a byte stream anywhere.  The ring code also serves plain
+ * byte streams (align 1), as the userspace stress test uses it.
  *
  * Barriers.  The two ends are CPUs sharing coherent memory, possibly in
  * different virtual machines, one of which may run a uniprocessor kernel:

@@ -2,11 +2,16 @@
 /*
  * pcinet tty front-end: a serial line, /dev/ttyPCI<n>, on a pcinet link.
  *
- * The link's tty channel is a plain byte stream: one 64 KiB ring per
- * direction.  write() copies into the ring and publishes; the peer's
- * doorbell schedules a work item that copies the ring into the flip
- * buffers.  Every byte passes unchanged; what the line discipline makes of
- * it (echo, CR/LF mapping) is the usual termios business of each end.
+ * The link's tty channel carries a byte stream in records: one 64 KiB
+ * ring per direction, each write() cut into records (struct pcinet_rec)
+ * of at most PCINET_TTY_REC_MAX bytes, each with a CRC-32C.  The peer's
+ * doorbell schedules a work item that copies each record out of the window,
+ * checks it on that copy and feeds the flip buffers from it.  A record
+ * changed in the window is dropped and counted (a gap in the stream, as a
+ * framing error on a UART loses a character), never delivered; several in
+ * a row reset the link.  Every byte that arrives passes unchanged; what the
+ * line discipline makes of it (echo, CR/LF mapping) is the usual termios
+ * business of each end.
  *
  * Flow control is end to end.  The receiver consumes only what the flip
  * buffers accept and nothing while the line discipline has throttled it
@@ -43,9 +48,11 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/console.h>
+#include <linux/crc32.h>
 #include <linux/delay.h>
 #include <linux/module.h>
 #include <linux/rcupdate.h>
+#include <linux/serial.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
@@ -58,8 +65,18 @@
 
 #define PCINET_TTY_NAME		"ttyPCI"
 #define PCINET_TTY_MINORS	16
-/* write_room() promises at most this; the console never takes it. */
-#define PCINET_TTY_ROOM_MAX	4096
+/*
+ * write_room() promises at most this many bytes.  A record of n >= 1 bytes
+ * takes at most n ring slots of PCINET_REC_ALIGN bytes, so the promise is
+ * kept however the line discipline cuts its writes; the console leaves
+ * that many slots alone.
+ */
+#define PCINET_TTY_ROOM_MAX	256
+#define PCINET_TTY_CON_RESERVE	(PCINET_TTY_ROOM_MAX * PCINET_REC_ALIGN)
+/* Console text is staged (and "\n" made "\r\n") this much at a time. */
+#define PCINET_CON_CHUNK	256
+/* This many bad records in a row is a broken peer, not a scribble. */
+#define PCINET_TTY_CRC_BAD_RESET	8
 /* Bytes the rx work moves before it lets other work run. */
 #define PCINET_TTY_RX_BUDGET	(256 * 1024)
 /* Flip buffers at their memory limit: look again after this long. */
@@ -103,6 +120,13 @@ enum {
  * @rx_open: the tty is open: consume what arrives
  * @throttled: the line discipline asked us to stop
  * @carrier: carrier as last acted upon; link callbacks only
+ * @rx_buf: the last record received, checked, our own copy; @rx_work
+ * @rx_len: bytes in @rx_buf; @rx_work
+ * @rx_off: bytes of @rx_buf already in the flip buffers; @rx_work
+ * @crc_bad: bad records in a row; @rx_work
+ * @icount: bytes received and sent, records dropped (as frame errors),
+ *	for TIOCGICOUNT; rx and frame by @rx_work, tx under @tx_lock
+ * @con_buf: console text being made into a record; @tx_lock
  */
 struct pcinet_tty {
 	struct tty_port port;
@@ -122,6 +146,12 @@ struct pcinet_tty {
 	bool rx_open;
 	bool throttled;
 	bool carrier;
+	u8 *rx_buf;
+	u32 rx_len;
+	u32 rx_off;
+	unsigned int crc_bad;
+	struct serial_icounter_struct icount;
+	u8 con_buf[PCINET_CON_CHUNK];
 };
 
 /* One tty driver for all links, registered at module load. */
@@ -138,6 +168,50 @@ static struct pcinet_tty __rcu *pcinet_tty_table[PCINET_TTY_MINORS];
 static void pcinet_tty_rx_schedule(struct pcinet_tty *pt)
 {
 	mod_delayed_work(system_highpri_wq, &pt->rx_work, 0);
+}
+
+/* ----- records ----- */
+
+/*
+ * CRC-32C of a record: its header up to @crc, then the payload (see
+ * struct pcinet_rec).  The sender runs it on the bytes it copies in, the
+ * receiver on the copy it made out of the window.
+ */
+static u32 pcinet_tty_crc(const struct pcinet_rec *rec, const u8 *buf, u32 n)
+{
+	u32 crc = __crc32c_le(~0U, (const u8 *)rec,
+			      offsetof(struct pcinet_rec, crc));
+
+	return ~__crc32c_le(crc, buf, n);
+}
+
+/* Largest payload of one record in @free bytes of ring (0: none fits). */
+static u32 pcinet_tty_rec_room(u32 free)
+{
+	u32 room = free & ~(u32)(PCINET_REC_ALIGN - 1);
+
+	if (room <= sizeof(struct pcinet_rec))
+		return 0;
+	return min_t(u32, room - sizeof(struct pcinet_rec), PCINET_TTY_REC_MAX);
+}
+
+/*
+ * Publish @n bytes (at most what pcinet_tty_rec_room() allowed) as one
+ * record.  Caller holds tx_lock and saw @running.
+ */
+static void pcinet_tty_put_rec(struct pcinet_tty *pt, const u8 *buf, u32 n)
+{
+	struct pcinet_rec rec = {
+		.len = cpu_to_le32(n),
+		.flags = cpu_to_le16(PCINET_REC_F_CRC),
+	};
+
+	rec.crc = cpu_to_le32(pcinet_tty_crc(&rec, buf, n));
+	pcinet_tx_write(pt->tx, 0, &rec, sizeof(rec));
+	pcinet_tx_write(pt->tx, sizeof(rec), buf, n);
+	/* A: pcinet_tx_commit() publishes prod with a store-release. */
+	pcinet_tx_commit(pt->tx, pcinet_rec_size(n));
+	pt->icount.tx += n;
 }
 
 /* ----- transmit ----- */
@@ -200,7 +274,6 @@ static ssize_t pcinet_tty_write(struct tty_struct *tty, const u8 *buf,
 				size_t count)
 {
 	struct pcinet_tty *pt = tty->driver_data;
-	struct pcinet_tx *tx = pt->tx;
 	unsigned long flags;
 	size_t done = 0;
 	u32 room, n;
@@ -212,12 +285,11 @@ static ssize_t pcinet_tty_write(struct tty_struct *tty, const u8 *buf,
 		return count;
 	}
 	while (done < count) {
-		room = pcinet_tty_tx_room(pt);
+		room = pcinet_tty_rec_room(pcinet_tty_tx_room(pt));
 		if (!room)
 			break;
 		n = min_t(size_t, count - done, room);
-		pcinet_tx_write(tx, 0, buf + done, n);
-		pcinet_tx_commit(tx, n);
+		pcinet_tty_put_rec(pt, buf + done, n);
 		done += n;
 	}
 	pcinet_tty_tx_kick(pt);
@@ -233,12 +305,14 @@ static unsigned int pcinet_tty_write_room(struct tty_struct *tty)
 	u32 room;
 
 	raw_spin_lock_irqsave(&pt->tx_lock, flags);
-	room = pt->running ? pcinet_tty_tx_room(pt) : PCINET_TTY_ROOM_MAX;
+	room = pt->running ? pcinet_tty_tx_room(pt) / PCINET_REC_ALIGN :
+			     PCINET_TTY_ROOM_MAX;
 	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
 	/*
 	 * The line discipline counts on writing what we report here (n_tty
-	 * drops a post-processed character that does not fit): the console
-	 * leaves this much alone.
+	 * drops a post-processed character that does not fit): one ring slot
+	 * per byte is enough whatever its writes, and the console leaves
+	 * PCINET_TTY_ROOM_MAX slots alone.
 	 */
 	return min_t(u32, room, PCINET_TTY_ROOM_MAX);
 }
@@ -282,55 +356,109 @@ static void pcinet_tty_give_back(struct pcinet_tty *pt)
 		pcinet_link_kick(pt->link, PCINET_CHAN_TTY);
 }
 
-/* Move the ring into the flip buffers, as far as the tty takes it. */
+/* A record changed in the window: drop it; reset if it keeps happening. */
+static void pcinet_tty_rx_bad(struct pcinet_tty *pt, u32 len)
+{
+	WRITE_ONCE(pt->icount.frame, pt->icount.frame + 1);
+	dev_warn_ratelimited(pcinet_link_dev(pt->link),
+			     "%s%d: dropped %u bytes changed in the window (CRC)\n",
+			     PCINET_TTY_NAME, pt->index, len);
+	if (++pt->crc_bad >= PCINET_TTY_CRC_BAD_RESET) {
+		pt->crc_bad = 0;
+		pcinet_link_fault(pt->link, PCINET_CHAN_TTY, "record CRC");
+	}
+}
+
+/*
+ * Take the next record out of the ring into @rx_buf and check it there.
+ * @empty: set when the ring had no record
+ *
+ * Return: the payload length now in @rx_buf (0 also for a record that was
+ * dropped, or with @empty), or -1 after a fault (the link resets).
+ */
+static int pcinet_tty_rx_rec(struct pcinet_tty *pt, bool *empty)
+{
+	struct pcinet_rx *rx = pt->rx;
+	struct pcinet_rec rec;
+	int size;
+	u32 len;
+
+	/* B: peek_rec reads prod with a load-acquire before the record. */
+	size = pcinet_rx_peek_rec(rx, &rec, PCINET_TTY_REC_MAX);
+	if (unlikely(size < 0)) {
+		pcinet_link_fault(pt->link, PCINET_CHAN_TTY, "rx record");
+		return -1;
+	}
+	*empty = !size;
+	if (!size)
+		return 0;
+	len = le32_to_cpu(rec.len);
+	pcinet_rx_read(rx, sizeof(rec), pt->rx_buf, len);
+	/* C: the space goes back (store-release of cons) after the copy. */
+	pcinet_rx_consume(rx, size);
+	/* Checked on our copy: what the window says now no longer matters. */
+	if (unlikely(!(rec.flags & cpu_to_le16(PCINET_REC_F_CRC)) ||
+		     pcinet_tty_crc(&rec, pt->rx_buf, len) !=
+		     le32_to_cpu(rec.crc))) {
+		pcinet_tty_rx_bad(pt, len);
+		return 0;
+	}
+	pt->crc_bad = 0;
+	pt->rx_len = len;
+	pt->rx_off = 0;
+	WRITE_ONCE(pt->icount.rx, pt->icount.rx + len);
+	return len;
+}
+
+/*
+ * Feed the flip buffers from @rx_buf, and @rx_buf from the ring, as far as
+ * the tty takes it.  At most one record waits outside the ring: flow
+ * control stays end to end.
+ */
 static void pcinet_tty_rx(struct pcinet_tty *pt)
 {
 	struct pcinet_rx *rx = pt->rx;
 	u32 budget = PCINET_TTY_RX_BUDGET;
-	struct pcinet_span sp;
+	bool empty;
 	size_t got;
-	int avail;
-	u32 len;
+	int len;
 
 again:
 	while (READ_ONCE(pt->rx_open) && !READ_ONCE(pt->throttled)) {
-		avail = pcinet_rx_avail(rx, 1);
-		if (unlikely(avail < 0)) {
-			/* The link resets the rings and starts us again. */
-			pcinet_link_fault(pt->link, PCINET_CHAN_TTY,
-					  "rx producer index");
-			return;
+		if (pt->rx_off < pt->rx_len) {
+			/* Takes what the flip buffers can hold. */
+			got = tty_insert_flip_string(&pt->port,
+						     pt->rx_buf + pt->rx_off,
+						     pt->rx_len - pt->rx_off);
+			if (got) {
+				pt->rx_off += got;
+				tty_flip_buffer_push(&pt->port);
+			}
+			if (pt->rx_off < pt->rx_len) {
+				/*
+				 * The flip buffers are at their memory limit
+				 * and no throttle came: the rest waits (the
+				 * peer blocks); look again shortly.
+				 */
+				pcinet_tty_give_back(pt);
+				queue_delayed_work(system_highpri_wq,
+						   &pt->rx_work,
+						   PCINET_TTY_RX_RETRY);
+				return;
+			}
+			continue;
 		}
-		if (!avail)
-			break;
 		if (!budget) {
 			pcinet_tty_give_back(pt);
 			pcinet_tty_rx_schedule(pt);
 			return;
 		}
-		len = min_t(u32, avail, budget);
-		pcinet_rx_span(rx, 0, len, &sp);
-		/* Takes what the flip buffers can hold, page by page. */
-		got = tty_insert_flip_string(&pt->port, sp.p[0], sp.len[0]);
-		if (got == sp.len[0] && sp.len[1])
-			got += tty_insert_flip_string(&pt->port, sp.p[1],
-						      sp.len[1]);
-		if (got) {
-			pcinet_rx_consume(rx, got);
-			budget -= got;
-			tty_flip_buffer_push(&pt->port);
-		}
-		if (got < len) {
-			/*
-			 * The flip buffers are at their memory limit and no
-			 * throttle came: leave the rest in the ring (the peer
-			 * blocks) and look again shortly.
-			 */
-			pcinet_tty_give_back(pt);
-			queue_delayed_work(system_highpri_wq, &pt->rx_work,
-					   PCINET_TTY_RX_RETRY);
+		len = pcinet_tty_rx_rec(pt, &empty);
+		if (len < 0)
 			return;
-		}
+		if (empty)
+			break;
+		budget -= min_t(u32, budget, max(len, 1));
 		/* Give room back as we go: the writer may wait for it. */
 		if (rx->cons - pt->rx_published >= rx->size / 8)
 			pcinet_tty_give_back(pt);
@@ -558,6 +686,7 @@ static void pcinet_tty_destruct(struct tty_port *port)
 	struct pcinet_tty *pt = container_of(port, struct pcinet_tty, port);
 
 	cancel_delayed_work_sync(&pt->rx_work);
+	kfree(pt->rx_buf);
 	kfree(pt);
 }
 
@@ -664,6 +793,25 @@ static int pcinet_tty_tiocmget(struct tty_struct *tty)
 	return lines;
 }
 
+/*
+ * TIOCGICOUNT: rx and tx count payload bytes; a record dropped because it
+ * changed in the window counts as a frame error.
+ */
+static int pcinet_tty_get_icount(struct tty_struct *tty,
+				 struct serial_icounter_struct *icount)
+{
+	struct pcinet_tty *pt = tty->driver_data;
+	unsigned long flags;
+
+	memset(icount, 0, sizeof(*icount));
+	raw_spin_lock_irqsave(&pt->tx_lock, flags);
+	icount->tx = pt->icount.tx;
+	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
+	icount->rx = READ_ONCE(pt->icount.rx);
+	icount->frame = READ_ONCE(pt->icount.frame);
+	return 0;
+}
+
 /* Compat (PCINET_TTY_INT_WRITE): kernels before 6.6 */
 static int pcinet_tty_write_int(struct tty_struct *tty, const u8 *buf,
 				int count)
@@ -682,6 +830,7 @@ static const struct tty_operations pcinet_tty_ops = {
 	.write_room = pcinet_tty_write_room,
 	.chars_in_buffer = pcinet_tty_chars_in_buffer,
 	.tiocmget = pcinet_tty_tiocmget,
+	.get_icount = pcinet_tty_get_icount,
 	.throttle = pcinet_tty_throttle,
 	.unthrottle = pcinet_tty_unthrottle,
 };
@@ -699,41 +848,36 @@ static unsigned int pcinet_con_index(const struct console *co)
 }
 
 /*
- * Copy console text into the tx ring, "\n" as "\r\n" as serial consoles
- * do; what does not fit is dropped.  The last PCINET_TTY_ROOM_MAX bytes
+ * Copy console text into the tx ring as records, "\n" as "\r\n" as serial
+ * consoles do; what does not fit is dropped.  PCINET_TTY_CON_RESERVE bytes
  * are left alone: write_room() may have promised them.  Caller holds
  * tx_lock and saw @running.
  */
 static void pcinet_con_put(struct pcinet_tty *pt, const char *s,
 			   unsigned int count)
 {
-	struct pcinet_tx *tx = pt->tx;
-	u32 room, run, used = 0;
-	const char *nl;
+	u32 n, max;
 	int free;
 
-	free = pcinet_tx_free(tx);
-	if (free <= PCINET_TTY_ROOM_MAX)
-		return;		/* full, or broken: the tty path reports that */
-	room = free - PCINET_TTY_ROOM_MAX;
-	while (count && used < room) {
-		nl = memchr(s, '\n', count);
-		run = min_t(u32, nl ? nl - s : count, room - used);
-		pcinet_tx_write(tx, used, s, run);
-		used += run;
-		s += run;
-		count -= run;
-		if (s != nl)
-			continue;	/* all written, or the ring is full */
-		if (room - used < 2)
-			break;
-		pcinet_tx_write(tx, used, "\r\n", 2);
-		used += 2;
-		s++;
-		count--;
+	while (count) {
+		free = pcinet_tx_free(pt->tx);
+		if (free <= PCINET_TTY_CON_RESERVE)
+			return;	/* full, or broken: the tty path reports that */
+		max = min_t(u32, pcinet_tty_rec_room(free -
+						     PCINET_TTY_CON_RESERVE),
+			    sizeof(pt->con_buf));
+		if (max < 2)
+			return;
+		for (n = 0; count && n < max; count--) {
+			if (*s == '\n') {
+				if (n + 2 > max)
+					break;
+				pt->con_buf[n++] = '\r';
+			}
+			pt->con_buf[n++] = *s++;
+		}
+		pcinet_tty_put_rec(pt, pt->con_buf, n);
 	}
-	if (used)
-		pcinet_tx_commit(tx, used);
 }
 
 /*
@@ -827,6 +971,11 @@ struct pcinet_tty *pcinet_tty_create(struct pcinet_link *link)
 	pt = kzalloc(sizeof(*pt), GFP_KERNEL);
 	if (!pt)
 		return ERR_PTR(-ENOMEM);
+	pt->rx_buf = kmalloc(PCINET_TTY_REC_MAX, GFP_KERNEL);
+	if (!pt->rx_buf) {
+		kfree(pt);
+		return ERR_PTR(-ENOMEM);
+	}
 	tty_port_init(&pt->port);
 	pt->port.ops = &pcinet_tty_port_ops;
 	pt->link = link;

@@ -14,19 +14,32 @@
  *                                        then tcdrain(); report the output
  *                                        queue (TIOCOUTQ) around it
  *   pcinet-ttyperf modem DEV             print the modem lines (TIOCMGET)
+ *   pcinet-ttyperf icount DEV            print the counters (TIOCGICOUNT)
+ *   pcinet-ttyperf gen FILE BYTES SEED   write a pseudo-random stream
+ *   pcinet-ttyperf verify FILE BYTES SEED
+ *                                        check that FILE is gen's stream of
+ *                                        BYTES with runs left out, no byte
+ *                                        changed (a lossy line: gaps are
+ *                                        counted, a changed byte fails)
  *
  * The tty is put in raw mode (no echo, no translation, VMIN 1).  Output
  * is key=value lines:  rtt: n= p50_us= p99_us= avg_us= min_us= max_us=
  * recv: bytes= secs= kBps= (10^3 bytes per second); drain: wrote=
- * outq_before= drain_secs= outq_after= modem=; modem: dtr= rts= cd= dsr= cts=.
+ * outq_before= drain_secs= outq_after= modem=; modem: dtr= rts= cd= dsr= cts=;
+ * icount: rx= tx= frame= overrun= buf_overrun=; verify: bytes= gaps=
+ * dropped= corrupt= (corrupt=1 also gives at=, the offset in FILE).
  */
+#define _GNU_SOURCE	/* memmem */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/serial.h>
+#include <stdint.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,15 +117,136 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The stream of gen and verify: splitmix64 of each 8-byte word's index. */
+static void seq_fill(unsigned char *p, size_t n, uint64_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t z = seed + (i / 8 + 1) * 0x9e3779b97f4a7c15ULL;
+
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+		z ^= z >> 31;
+		p[i] = (unsigned char)(z >> (8 * (i % 8)));
+	}
+}
+
+static unsigned char *seq_make(size_t n, uint64_t seed)
+{
+	unsigned char *p = malloc(n ? n : 1);
+
+	if (!p) {
+		perror("malloc");
+		exit(1);
+	}
+	seq_fill(p, n, seed);
+	return p;
+}
+
+static int cmd_gen(const char *path, size_t n, uint64_t seed)
+{
+	unsigned char *p = seq_make(n, seed);
+	FILE *f = fopen(path, "w");
+
+	if (!f || fwrite(p, 1, n, f) != n || fclose(f)) {
+		perror(path);
+		return 1;
+	}
+	free(p);
+	return 0;
+}
+
+/*
+ * FILE must be the stream with whole runs left out (records a lossy line
+ * dropped) and nothing else: walk it along the stream; where they part,
+ * find the next bytes of FILE further on in the stream (a gap).  A byte
+ * that was changed is found nowhere further on.  Patterns down to 4 bytes
+ * are tried, so a run shorter than that between two gaps reads as a
+ * change (never seen with the records the tests send).
+ */
+static int cmd_verify(const char *path, size_t total, uint64_t seed)
+{
+	unsigned char *src = seq_make(total, seed), *got;
+	size_t n, j = 0, p = 0, gaps = 0;
+	struct stat st;
+	FILE *f = fopen(path, "r");
+
+	if (!f || fstat(fileno(f), &st)) {
+		perror(path);
+		return 1;
+	}
+	n = st.st_size;
+	got = malloc(n ? n : 1);
+	if (!got || fread(got, 1, n, f) != n) {
+		perror(path);
+		return 1;
+	}
+	fclose(f);
+	while (j < n) {
+		const unsigned char *q = NULL;
+		size_t len;
+
+		while (j < n && p < total && got[j] == src[p]) {
+			j++;
+			p++;
+		}
+		if (j == n)
+			break;
+		for (len = 16; len >= 4 && !q; len /= 2) {
+			size_t l = len < n - j ? len : n - j;
+
+			if (p + 1 < total)
+				q = memmem(src + p + 1, total - p - 1, got + j, l);
+		}
+		if (!q) {
+			printf("verify: bytes=%zu gaps=%zu corrupt=1 at=%zu\n",
+			       n, gaps, j);
+			return 1;
+		}
+		gaps++;
+		p = q - src;
+	}
+	printf("verify: bytes=%zu gaps=%zu dropped=%zu corrupt=0\n", n, gaps,
+	       total - n);
+	free(src);
+	free(got);
+	return 0;
+}
+
+static int cmd_icount(const char *dev)
+{
+	struct serial_icounter_struct ic;
+	int fd = open(dev, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+
+	if (fd < 0 || ioctl(fd, TIOCGICOUNT, &ic)) {
+		perror(dev);
+		return 1;
+	}
+	printf("icount: rx=%d tx=%d frame=%d overrun=%d buf_overrun=%d\n",
+	       ic.rx, ic.tx, ic.frame, ic.overrun, ic.buf_overrun);
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static char buf[65536];
 	int fd;
 
+	if (argc > 4 && !strcmp(argv[1], "gen"))
+		return cmd_gen(argv[2], strtoull(argv[3], NULL, 0),
+			       strtoull(argv[4], NULL, 0));
+	if (argc > 4 && !strcmp(argv[1], "verify"))
+		return cmd_verify(argv[2], strtoull(argv[3], NULL, 0),
+				  strtoull(argv[4], NULL, 0));
+	if (argc > 2 && !strcmp(argv[1], "icount"))
+		return cmd_icount(argv[2]);
 	if (argc < 3 || (argc < 4 && strcmp(argv[1], "modem"))) {
 		fprintf(stderr, "usage: pcinet-ttyperf echo DEV SECS | rtt DEV N [SIZE] | "
 			"send DEV BYTES | recv DEV BYTES SECS | drain DEV BYTES | "
-			"modem DEV\n");
+			"modem DEV | icount DEV | gen FILE BYTES SEED | "
+			"verify FILE BYTES SEED\n");
 		return 1;
 	}
 	fd = open_raw(argv[2]);
