@@ -12,7 +12,7 @@ SRC := $(TOP)/drivers/net/pcinet
 KBUILD_ARGS = -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
 
 .PHONY: all module debug-kernel debug-module fabric unit setup check demo bench soak \
-	style sparse w1 w1-6.1 w1-6.12 gates clean
+	style sparse w1 w1-6.1 w1-6.12 gates install dkms clean
 
 all: module fabric
 
@@ -63,6 +63,16 @@ style:
 
 # w1-6.12 last: it leaves the module built for Debian's 6.12.
 gates: w1-6.1 sparse style w1-6.12
+
+# On a real machine: install the module for the kernel of KDIR (run as
+# root; then depmod), or let DKMS rebuild it for every kernel (dkms.conf).
+install:
+	$(MAKE) $(KBUILD_ARGS) modules_install
+	depmod $(if $(KVER),$(KVER))
+
+# DKMS builds for Debian's 6.12 and 6.1 headers, then cleans up.
+dkms:
+	$(TOP)/scripts/dkms-check.sh
 
 check:
 	KERNEL="$(KERNEL)" REPEAT="$(REPEAT)" $(TOP)/scripts/check.sh $(TESTS)

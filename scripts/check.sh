@@ -92,6 +92,7 @@ host_case gate-w1-6.1 make -s w1-6.1
 host_case gate-sparse make -s sparse
 host_case gate-checkpatch make -s style
 host_case gate-w1-6.12 make -s w1-6.12	# last: leaves the 6.12 module built
+host_case dkms-build make -s dkms
 host_case unit-ring make -s -C tools/testing/pcinet check
 host_case unit-fabric make -s -C tools/pcinet-fabric check
 

@@ -37,6 +37,8 @@ PKGS=(
 	qemu-system-x86 python3 iperf3 ethtool tcpdump iproute2 procps socat netbase
 	# make bench: the chart, and UDP request/response latency in the guests
 	gnuplot-nox sockperf
+	# make dkms: the module built as real machines get it
+	dkms
 )
 
 missing=()
