@@ -43,7 +43,7 @@
 
 static_assert(sizeof(struct pcinet_vnet_hdr) == sizeof(struct virtio_net_hdr));
 
-struct pcinet_tx_stats {
+struct pcinet_net_tx_stats {
 	struct u64_stats_sync syncp;
 	u64_stats_t packets;
 	u64_stats_t bytes;
@@ -53,7 +53,7 @@ struct pcinet_tx_stats {
 	u64_stats_t dropped;
 };
 
-struct pcinet_rx_stats {
+struct pcinet_net_rx_stats {
 	struct u64_stats_sync syncp;
 	u64_stats_t packets;
 	u64_stats_t bytes;
@@ -99,8 +99,8 @@ struct pcinet_net {
 	u32 rx_published;
 	unsigned long flags;
 	unsigned int crc_bad;
-	struct pcinet_tx_stats tx_stats;
-	struct pcinet_rx_stats rx_stats;
+	struct pcinet_net_tx_stats tx_stats;
+	struct pcinet_net_rx_stats rx_stats;
 	struct pcinet_irq_stats irq_stats;
 };
 
@@ -140,7 +140,7 @@ static u32 pcinet_rec_crc(const struct pcinet_rec *rec, struct sk_buff *skb)
 
 /* ----- datapath: transmit ----- */
 
-static void pcinet_tx_drop(struct pcinet_net *np, struct sk_buff *skb)
+static void pcinet_net_tx_drop(struct pcinet_net *np, struct sk_buff *skb)
 {
 	u64_stats_update_begin(&np->tx_stats.syncp);
 	u64_stats_inc(&np->tx_stats.dropped);
@@ -148,7 +148,7 @@ static void pcinet_tx_drop(struct pcinet_net *np, struct sk_buff *skb)
 	dev_kfree_skb_any(skb);
 }
 
-static void pcinet_tx_kick(struct pcinet_net *np)
+static void pcinet_net_tx_kick(struct pcinet_net *np)
 {
 	if (pcinet_tx_need_kick(np->tx, np->kick_base)) {
 		pcinet_link_kick(np->link, PCINET_CHAN_NET);
@@ -173,7 +173,7 @@ static netdev_tx_t pcinet_xmit(struct sk_buff *skb, struct net_device *dev)
 
 	if (unlikely(!np->started || len > PCINET_NET_MAX_LEN ||
 		     virtio_net_hdr_from_skb(skb, &vh, true, false, 0))) {
-		pcinet_tx_drop(np, skb);
+		pcinet_net_tx_drop(np, skb);
 		return NETDEV_TX_OK;
 	}
 	/* Like a cable, the link does not corrupt: checked data stays so. */
@@ -184,7 +184,7 @@ static netdev_tx_t pcinet_xmit(struct sk_buff *skb, struct net_device *dev)
 	free = pcinet_tx_free(tx);
 	if (unlikely(free < 0)) {
 		pcinet_link_fault(np->link, PCINET_CHAN_NET, "tx consumer index");
-		pcinet_tx_drop(np, skb);
+		pcinet_net_tx_drop(np, skb);
 		return NETDEV_TX_OK;
 	}
 	if (unlikely((u32)free < need)) {
@@ -192,7 +192,7 @@ static netdev_tx_t pcinet_xmit(struct sk_buff *skb, struct net_device *dev)
 		netif_tx_stop_queue(txq);
 		pcinet_tx_wait_space(tx);
 		napi_schedule(&np->napi);
-		pcinet_tx_drop(np, skb);
+		pcinet_net_tx_drop(np, skb);
 		return NETDEV_TX_OK;
 	}
 
@@ -209,7 +209,7 @@ static netdev_tx_t pcinet_xmit(struct sk_buff *skb, struct net_device *dev)
 	pcinet_tx_span(tx, sizeof(rec), len, &sp);
 	if (skb_copy_bits(skb, 0, sp.p[0], sp.len[0]) ||
 	    (sp.len[1] && skb_copy_bits(skb, sp.len[0], sp.p[1], sp.len[1]))) {
-		pcinet_tx_drop(np, skb);
+		pcinet_net_tx_drop(np, skb);
 		return NETDEV_TX_OK;
 	}
 
@@ -240,7 +240,7 @@ static netdev_tx_t pcinet_xmit(struct sk_buff *skb, struct net_device *dev)
 			napi_schedule(&np->napi);
 	}
 	if (!netdev_xmit_more() || netif_xmit_stopped(txq))
-		pcinet_tx_kick(np);
+		pcinet_net_tx_kick(np);
 	return NETDEV_TX_OK;
 }
 
@@ -249,7 +249,7 @@ static netdev_tx_t pcinet_xmit(struct sk_buff *skb, struct net_device *dev)
  * With @refresh (a link tick) also write our producer index again and,
  * if the queue is stopped, our request for a doorbell (soft state).
  */
-static void pcinet_tx_reap(struct pcinet_net *np, bool refresh)
+static void pcinet_net_tx_reap(struct pcinet_net *np, bool refresh)
 {
 	struct netdev_queue *txq = netdev_get_tx_queue(np->dev, 0);
 	struct pcinet_tx *tx = np->tx;
@@ -290,7 +290,7 @@ static void pcinet_tx_reap(struct pcinet_net *np, bool refresh)
 
 /* ----- datapath: receive ----- */
 
-static struct sk_buff *pcinet_rx_alloc(struct pcinet_net *np, u32 len)
+static struct sk_buff *pcinet_net_rx_alloc(struct pcinet_net *np, u32 len)
 {
 	struct sk_buff *skb;
 	u32 head;
@@ -321,7 +321,7 @@ static struct sk_buff *pcinet_rx_alloc(struct pcinet_net *np, u32 len)
  * its transport header has it, and carry a segment size.  We offer TSO
  * only, so any other GSO type is bad metadata.
  */
-static bool pcinet_rx_offload_ok(const struct virtio_net_hdr *vh)
+static bool pcinet_net_rx_offload_ok(const struct virtio_net_hdr *vh)
 {
 	u16 off = __virtio16_to_cpu(true, vh->csum_offset);
 
@@ -340,7 +340,7 @@ static bool pcinet_rx_offload_ok(const struct virtio_net_hdr *vh)
 	       __virtio16_to_cpu(true, vh->gso_size);
 }
 
-static void pcinet_rx_crc_error(struct pcinet_net *np)
+static void pcinet_net_rx_crc_error(struct pcinet_net *np)
 {
 	u64_stats_update_begin(&np->rx_stats.syncp);
 	u64_stats_inc(&np->rx_stats.crc_errors);
@@ -354,7 +354,7 @@ static void pcinet_rx_crc_error(struct pcinet_net *np)
 	}
 }
 
-static void pcinet_rx_one(struct pcinet_net *np, const struct pcinet_rec *rec)
+static void pcinet_net_rx_one(struct pcinet_net *np, const struct pcinet_rec *rec)
 {
 	struct pcinet_rx *rx = np->rx;
 	struct virtio_net_hdr vh;
@@ -370,7 +370,7 @@ static void pcinet_rx_one(struct pcinet_net *np, const struct pcinet_rec *rec)
 		u64_stats_update_end(&np->rx_stats.syncp);
 		return;
 	}
-	skb = pcinet_rx_alloc(np, len);
+	skb = pcinet_net_rx_alloc(np, len);
 	if (unlikely(!skb))
 		goto drop;
 	/* The one copy: out of the window, before anything parses it. */
@@ -388,7 +388,7 @@ static void pcinet_rx_one(struct pcinet_net *np, const struct pcinet_rec *rec)
 		if (unlikely(!(rec->flags & cpu_to_le16(PCINET_REC_F_CRC)) ||
 			     pcinet_rec_crc(rec, skb) != le32_to_cpu(rec->crc))) {
 			dev_kfree_skb_any(skb);
-			pcinet_rx_crc_error(np);
+			pcinet_net_rx_crc_error(np);
 			return;
 		}
 		np->crc_bad = 0;
@@ -403,7 +403,7 @@ static void pcinet_rx_one(struct pcinet_net *np, const struct pcinet_rec *rec)
 	if ((vh.flags & VIRTIO_NET_HDR_F_DATA_VALID) &&
 	    (np->dev->features & NETIF_F_RXCSUM))
 		skb->ip_summed = CHECKSUM_UNNECESSARY;
-	if (unlikely(!pcinet_rx_offload_ok(&vh) ||
+	if (unlikely(!pcinet_net_rx_offload_ok(&vh) ||
 		     virtio_net_hdr_to_skb(skb, &vh, true))) {
 		net_warn_ratelimited("%s: dropped packet with bad offload metadata\n",
 				     np->dev->name);
@@ -424,7 +424,7 @@ drop:
 	u64_stats_update_end(&np->rx_stats.syncp);
 }
 
-static void pcinet_rx_give_back(struct pcinet_net *np)
+static void pcinet_net_rx_give_back(struct pcinet_net *np)
 {
 	if (np->rx->cons == np->rx_published)
 		return;
@@ -451,7 +451,7 @@ static int pcinet_poll(struct napi_struct *napi, int budget)
 	u64_stats_update_end(&np->rx_stats.syncp);
 
 	refresh = test_and_clear_bit(PCINET_NET_REFRESH, &np->flags);
-	pcinet_tx_reap(np, refresh);
+	pcinet_net_tx_reap(np, refresh);
 
 	while (work < budget) {
 		n = pcinet_rx_peek_rec(rx, &rec, PCINET_NET_MAX_LEN);
@@ -464,14 +464,14 @@ static int pcinet_poll(struct napi_struct *napi, int budget)
 			napi_complete_done(napi, work);
 			return work;
 		}
-		pcinet_rx_one(np, &rec);
+		pcinet_net_rx_one(np, &rec);
 		pcinet_rx_consume(rx, n);
 		work++;
 		/* Give room back as we go: a batch may be most of the ring. */
 		if (rx->cons - np->rx_published >= rx->size / 8)
-			pcinet_rx_give_back(np);
+			pcinet_net_rx_give_back(np);
 	}
-	pcinet_rx_give_back(np);
+	pcinet_net_rx_give_back(np);
 	if (refresh)
 		pcinet_rx_refresh(rx);
 
@@ -665,21 +665,21 @@ struct pcinet_stat_desc {
 #define PCINET_STAT(n, g, s, f) { n, g, offsetof(struct s, f) }
 
 static const struct pcinet_stat_desc pcinet_stats[] = {
-	PCINET_STAT("tx_packets", PCINET_TX, pcinet_tx_stats, packets),
-	PCINET_STAT("tx_bytes", PCINET_TX, pcinet_tx_stats, bytes),
-	PCINET_STAT("tx_doorbells", PCINET_TX, pcinet_tx_stats, doorbells),
-	PCINET_STAT("tx_queue_stops", PCINET_TX, pcinet_tx_stats, stops),
-	PCINET_STAT("tx_queue_wakes", PCINET_TX, pcinet_tx_stats, wakes),
-	PCINET_STAT("tx_dropped", PCINET_TX, pcinet_tx_stats, dropped),
-	PCINET_STAT("rx_packets", PCINET_RX, pcinet_rx_stats, packets),
-	PCINET_STAT("rx_bytes", PCINET_RX, pcinet_rx_stats, bytes),
-	PCINET_STAT("rx_polls", PCINET_RX, pcinet_rx_stats, polls),
-	PCINET_STAT("rx_space_doorbells", PCINET_RX, pcinet_rx_stats,
+	PCINET_STAT("tx_packets", PCINET_TX, pcinet_net_tx_stats, packets),
+	PCINET_STAT("tx_bytes", PCINET_TX, pcinet_net_tx_stats, bytes),
+	PCINET_STAT("tx_doorbells", PCINET_TX, pcinet_net_tx_stats, doorbells),
+	PCINET_STAT("tx_queue_stops", PCINET_TX, pcinet_net_tx_stats, stops),
+	PCINET_STAT("tx_queue_wakes", PCINET_TX, pcinet_net_tx_stats, wakes),
+	PCINET_STAT("tx_dropped", PCINET_TX, pcinet_net_tx_stats, dropped),
+	PCINET_STAT("rx_packets", PCINET_RX, pcinet_net_rx_stats, packets),
+	PCINET_STAT("rx_bytes", PCINET_RX, pcinet_net_rx_stats, bytes),
+	PCINET_STAT("rx_polls", PCINET_RX, pcinet_net_rx_stats, polls),
+	PCINET_STAT("rx_space_doorbells", PCINET_RX, pcinet_net_rx_stats,
 		    space_doorbells),
-	PCINET_STAT("rx_dropped", PCINET_RX, pcinet_rx_stats, dropped),
-	PCINET_STAT("rx_length_errors", PCINET_RX, pcinet_rx_stats,
+	PCINET_STAT("rx_dropped", PCINET_RX, pcinet_net_rx_stats, dropped),
+	PCINET_STAT("rx_length_errors", PCINET_RX, pcinet_net_rx_stats,
 		    length_errors),
-	PCINET_STAT("rx_crc_errors", PCINET_RX, pcinet_rx_stats, crc_errors),
+	PCINET_STAT("rx_crc_errors", PCINET_RX, pcinet_net_rx_stats, crc_errors),
 	PCINET_STAT("interrupts", PCINET_IRQ, pcinet_irq_stats, interrupts),
 };
 
