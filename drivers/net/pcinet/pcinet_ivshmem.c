@@ -19,7 +19,7 @@
 #include <linux/module.h>
 #include <linux/pci.h>
 
-#include "pcinet_link.h"
+#include "pcinet_backend.h"
 
 #define IVSHMEM_VENDOR		0x1af4
 #define IVSHMEM_DEVICE		0x1110
@@ -199,27 +199,25 @@ static struct pci_driver pcinet_ivshmem_driver = {
 	.remove = pcinet_ivshmem_remove,
 };
 
-static int __init pcinet_init(void)
+/**
+ * pcinet_ivshmem_register - register the ivshmem PCI driver
+ *
+ * Called by the core at module load, once the front-ends are ready.
+ *
+ * Return: 0 or a negative errno.
+ */
+int __init pcinet_ivshmem_register(void)
 {
-	int err;
-
-	err = pcinet_tty_init();
-	if (err)
-		return err;
-	err = pci_register_driver(&pcinet_ivshmem_driver);
-	if (err)
-		pcinet_tty_exit();
-	return err;
+	return pci_register_driver(&pcinet_ivshmem_driver);
 }
-module_init(pcinet_init);
 
-static void __exit pcinet_exit(void)
+/**
+ * pcinet_ivshmem_unregister - unregister the ivshmem PCI driver
+ *
+ * Called by the core at module unload: every ivshmem link is gone when
+ * this returns.
+ */
+void __exit pcinet_ivshmem_unregister(void)
 {
 	pci_unregister_driver(&pcinet_ivshmem_driver);
-	pcinet_tty_exit();
 }
-module_exit(pcinet_exit);
-
-MODULE_DESCRIPTION("pcinet: Ethernet and serial links over PCI shared memory");
-MODULE_AUTHOR("The pcinet developers");
-MODULE_LICENSE("GPL");

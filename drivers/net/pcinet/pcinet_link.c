@@ -62,9 +62,22 @@ MODULE_PARM_DESC(peer_timeout_ms,
 /* Numbers links for their interface and tty names; nothing else global. */
 static DEFINE_IDA(pcinet_link_ida);
 
-struct pcinet_chan_slot {
+/**
+ * struct pcinet_channel - one channel of a link, a front-end's handle
+ * @link: the link it belongs to
+ * @chan: which channel it is
+ * @ops: the attached front-end's callbacks; under the link's @lock
+ * @priv: passed back to @ops
+ * @fe: what the front-end's create returned, for its destroy
+ * @tx: the ring we send on
+ * @rx: the ring we receive from
+ */
+struct pcinet_channel {
+	struct pcinet_link *link;
+	enum pcinet_chan chan;
 	const struct pcinet_chan_ops *ops;
 	void *priv;
+	void *fe;
 	struct pcinet_tx tx;
 	struct pcinet_rx rx;
 };
@@ -82,8 +95,6 @@ struct pcinet_chan_slot {
  * @in: our control inbox (the peer writes it)
  * @out: the peer's control inbox (we write it)
  * @chan: per-channel rings and front-end
- * @net: the net front-end
- * @tty: the tty front-end
  * @work: runs the state machine
  * @timer: heartbeat
  * @lock: serialises the state machine, attach and detach
@@ -115,9 +126,7 @@ struct pcinet_link {
 	const struct pcinet_win_hdr *hdr;
 	const struct pcinet_ctrl *in;
 	struct pcinet_ctrl *out;
-	struct pcinet_chan_slot chan[PCINET_NR_CHAN];
-	struct pcinet_net *net;
-	struct pcinet_tty *tty;
+	struct pcinet_channel chan[PCINET_NR_CHAN];
 
 	struct work_struct work;
 	struct timer_list timer;
@@ -141,10 +150,11 @@ struct pcinet_link {
 	enum pcinet_chan fault_chan;
 };
 
-static const char * const pcinet_chan_name[PCINET_NR_CHAN] = {
-	[PCINET_CHAN_NET] = "net",
-	[PCINET_CHAN_TTY] = "tty",
-};
+/* Only a channel's front-end raises a fault on it: it has a name. */
+static const char *pcinet_chan_name(enum pcinet_chan chan)
+{
+	return pcinet_frontends[chan]->name;
+}
 
 static u32 pcinet_in(const __le32 *p)
 {
@@ -275,7 +285,7 @@ static void pcinet_link_work(struct work_struct *work)
 		dev_warn_ratelimited(link->dev,
 				     "link %d %s: bad peer data (%s), resetting\n",
 				     link->index,
-				     pcinet_chan_name[READ_ONCE(link->fault_chan)],
+				     pcinet_chan_name(READ_ONCE(link->fault_chan)),
 				     READ_ONCE(link->fault_what));
 		pcinet_link_reset(link, "protocol error");
 	}
@@ -372,12 +382,47 @@ bool pcinet_window_is_pcinet(const void *win, u64 size)
 	return pcinet_layout_parse(win, size, &lay) == 0;
 }
 
+/* Create a front-end on its channel; NULL from it is no front-end. */
+static int pcinet_link_create_frontend(struct pcinet_link *link,
+				       const struct pcinet_frontend *fe)
+{
+	struct pcinet_channel *ch;
+	void *p;
+
+	if (!fe)
+		return 0;
+	ch = &link->chan[fe->chan];
+	p = fe->create(ch);
+	if (IS_ERR(p))
+		return PTR_ERR(p);
+	ch->fe = p;
+	return 0;
+}
+
+/* Destroy the front-ends of the first @n table entries, in reverse. */
+static void pcinet_link_destroy_frontends(struct pcinet_link *link, int n)
+{
+	const struct pcinet_frontend *fe;
+	struct pcinet_channel *ch;
+
+	while (n--) {
+		fe = pcinet_frontends[n];
+		if (!fe)
+			continue;
+		ch = &link->chan[fe->chan];
+		if (ch->fe)
+			fe->destroy(ch->fe);
+		ch->fe = NULL;
+	}
+}
+
 /**
  * pcinet_link_create - set up a link over a mapped window
  * @cfg: the window and the backend
  *
  * Validates the window, claims our side of it and creates the
- * front-ends.  Nothing is published to the peer until pcinet_link_start().
+ * front-ends, in the order of the core's table.  Nothing is published to
+ * the peer until pcinet_link_start().
  *
  * Return: the link, or an ERR_PTR().
  */
@@ -417,6 +462,8 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 		struct pcinet_ring_loc *rl = &lay.ring[link->side][c];
 		struct pcinet_ring_loc *tl = &lay.ring[link->peer][c];
 
+		link->chan[c].link = link;
+		link->chan[c].chan = c;
 		pcinet_rx_init(&link->chan[c].rx, win + rl->off, rl->size,
 			       &link->out->chan[c], &link->in->chan[c]);
 		pcinet_tx_init(&link->chan[c].tx, win + tl->off, tl->size,
@@ -433,21 +480,15 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 		goto abort_with_link;
 	link->index = err;
 
-	link->net = pcinet_net_create(link);
-	if (IS_ERR(link->net)) {
-		err = PTR_ERR(link->net);
-		goto abort_with_index;
-	}
-	link->tty = pcinet_tty_create(link);
-	if (IS_ERR(link->tty)) {
-		err = PTR_ERR(link->tty);
-		goto abort_with_net;
+	for (c = 0; c < PCINET_NR_CHAN; c++) {
+		err = pcinet_link_create_frontend(link, pcinet_frontends[c]);
+		if (err)
+			goto abort_with_frontends;
 	}
 	return link;
 
-abort_with_net:
-	pcinet_net_destroy(link->net);
-abort_with_index:
+abort_with_frontends:
+	pcinet_link_destroy_frontends(link, c);
 	ida_free(&pcinet_link_ida, link->index);
 abort_with_link:
 	kfree(link);
@@ -509,8 +550,7 @@ void pcinet_link_stop(struct pcinet_link *link)
 void pcinet_link_destroy(struct pcinet_link *link)
 {
 	pcinet_link_stop(link);
-	pcinet_tty_destroy(link->tty);
-	pcinet_net_destroy(link->net);
+	pcinet_link_destroy_frontends(link, PCINET_NR_CHAN);
 	/*
 	 * The front-ends' teardown may still have queued the work (a fault
 	 * raised on the way out); it returns at once now, but must not run
@@ -530,7 +570,7 @@ void pcinet_link_destroy(struct pcinet_link *link)
  */
 void pcinet_link_doorbell(struct pcinet_link *link, unsigned int vector)
 {
-	struct pcinet_chan_slot *s;
+	struct pcinet_channel *s;
 	int c;
 
 	if (vector == PCINET_VEC_LINK || link->nr_vectors < PCINET_NR_VEC)
@@ -545,79 +585,101 @@ void pcinet_link_doorbell(struct pcinet_link *link, unsigned int vector)
 	}
 }
 
+/* ----- the channel interface (pcinet_chan.h) ----- */
+
 /**
- * pcinet_link_attach - connect a front-end to a channel
- * @link: the link
- * @chan: the channel
+ * pcinet_chan_attach - connect a front-end to its channel
+ * @ch: the channel
  * @ops: its callbacks
  * @priv: passed back to @ops
  *
  * If the link is already up, @ops->start is called before this returns.
  */
-void pcinet_link_attach(struct pcinet_link *link, enum pcinet_chan chan,
+void pcinet_chan_attach(struct pcinet_channel *ch,
 			const struct pcinet_chan_ops *ops, void *priv)
 {
+	struct pcinet_link *link = ch->link;
+
 	mutex_lock(&link->lock);
-	link->chan[chan].priv = priv;
-	link->chan[chan].ops = ops;
+	ch->priv = priv;
+	ch->ops = ops;
 	if (link->up)
 		ops->start(priv);
 	mutex_unlock(&link->lock);
 }
 
 /**
- * pcinet_link_detach - disconnect a front-end; it is stopped first
- * @link: the link
- * @chan: the channel
+ * pcinet_chan_detach - disconnect a front-end; it is stopped first
+ * @ch: the channel
  */
-void pcinet_link_detach(struct pcinet_link *link, enum pcinet_chan chan)
+void pcinet_chan_detach(struct pcinet_channel *ch)
 {
-	struct pcinet_chan_slot *s = &link->chan[chan];
+	struct pcinet_link *link = ch->link;
 
 	mutex_lock(&link->lock);
-	if (link->up && s->ops)
-		s->ops->stop(s->priv);
-	s->ops = NULL;
-	s->priv = NULL;
+	if (link->up && ch->ops)
+		ch->ops->stop(ch->priv);
+	ch->ops = NULL;
+	ch->priv = NULL;
 	mutex_unlock(&link->lock);
 }
 
-int pcinet_link_index(const struct pcinet_link *link)
-{
-	return link->index;
-}
-
-struct device *pcinet_link_dev(const struct pcinet_link *link)
-{
-	return link->dev;
-}
-
-struct pcinet_tx *pcinet_link_tx(struct pcinet_link *link,
-				 enum pcinet_chan chan)
-{
-	return &link->chan[chan].tx;
-}
-
-struct pcinet_rx *pcinet_link_rx(struct pcinet_link *link,
-				 enum pcinet_chan chan)
-{
-	return &link->chan[chan].rx;
-}
-
 /**
- * pcinet_link_kick - ring the peer's doorbell for @chan
- * @link: the link
- * @chan: the channel
+ * pcinet_chan_index - the number of the link a channel belongs to
+ * @ch: the channel
+ *
+ * Return: the link's index, for names: pcinet<index>, ttyPCI<index>.
  */
-void pcinet_link_kick(struct pcinet_link *link, enum pcinet_chan chan)
+int pcinet_chan_index(const struct pcinet_channel *ch)
 {
-	pcinet_notify(link, PCINET_VEC_NET + chan);
+	return ch->link->index;
 }
 
 /**
- * pcinet_link_fault - a front-end found the peer's data impossible
- * @link: the link
- * @chan: where
+ * pcinet_chan_dev - the backend's device under a channel
+ * @ch: the channel
+ *
+ * Return: the device, for logging and as parent of the front-end's.
+ */
+struct device *pcinet_chan_dev(const struct pcinet_channel *ch)
+{
+	return ch->link->dev;
+}
+
+/**
+ * pcinet_chan_tx - the ring a channel sends on
+ * @ch: the channel
+ *
+ * Return: the tx ring view, valid while the link exists.
+ */
+struct pcinet_tx *pcinet_chan_tx(struct pcinet_channel *ch)
+{
+	return &ch->tx;
+}
+
+/**
+ * pcinet_chan_rx - the ring a channel receives from
+ * @ch: the channel
+ *
+ * Return: the rx ring view, valid while the link exists.
+ */
+struct pcinet_rx *pcinet_chan_rx(struct pcinet_channel *ch)
+{
+	return &ch->rx;
+}
+
+/**
+ * pcinet_chan_kick - ring the peer's doorbell for a channel
+ * @ch: the channel
+ */
+void pcinet_chan_kick(struct pcinet_channel *ch)
+{
+	pcinet_notify(ch->link, PCINET_VEC_NET + ch->chan);
+}
+
+/**
+ * pcinet_chan_fault - a front-end found the peer's data impossible
+ * @ch: where
  * @what: what was wrong
  *
  * The link is reset from process context, with a ratelimited message,
@@ -625,33 +687,33 @@ void pcinet_link_kick(struct pcinet_link *link, enum pcinet_chan chan)
  * stop using the ring until it is started again.  @what must be a string
  * constant.
  */
-void pcinet_link_fault(struct pcinet_link *link, enum pcinet_chan chan,
-		       const char *what)
+void pcinet_chan_fault(struct pcinet_channel *ch, const char *what)
 {
+	struct pcinet_link *link = ch->link;
+
 	WRITE_ONCE(link->fault_what, what);
-	WRITE_ONCE(link->fault_chan, chan);
+	WRITE_ONCE(link->fault_chan, ch->chan);
 	atomic_set(&link->fault, 1);
 	schedule_work(&link->work);
 }
 
 /**
- * pcinet_link_set_open - publish whether we have @chan open
- * @link: the link
- * @chan: the channel
+ * pcinet_chan_set_open - publish whether we have a channel open
+ * @ch: the channel
  * @open: open or closed
  */
-void pcinet_link_set_open(struct pcinet_link *link, enum pcinet_chan chan,
-			  bool open)
+void pcinet_chan_set_open(struct pcinet_channel *ch, bool open)
 {
+	struct pcinet_link *link = ch->link;
 	u32 mask;
 
 	spin_lock(&link->open_lock);
 	mask = link->open_mask;
 	if (open)
-		mask |= BIT(chan);
+		mask |= BIT(ch->chan);
 	else
-		mask &= ~BIT(chan);
-	/* Read locklessly by pcinet_link_own_open() */
+		mask &= ~BIT(ch->chan);
+	/* Read locklessly by pcinet_chan_own_open() */
 	WRITE_ONCE(link->open_mask, mask);
 	WRITE_ONCE(link->out->chan_open, cpu_to_le32(mask));
 	spin_unlock(&link->open_lock);
@@ -659,34 +721,38 @@ void pcinet_link_set_open(struct pcinet_link *link, enum pcinet_chan chan,
 }
 
 /**
- * pcinet_link_own_open - have we published @chan as open?
- * @link: the link
- * @chan: the channel
+ * pcinet_chan_own_open - have we published a channel as open?
+ * @ch: the channel
  *
- * Return: the last pcinet_link_set_open() for @chan.
+ * Return: the last pcinet_chan_set_open() for @ch.
  */
-bool pcinet_link_own_open(const struct pcinet_link *link,
-			  enum pcinet_chan chan)
+bool pcinet_chan_own_open(const struct pcinet_channel *ch)
 {
 	/* Written under open_lock; a snapshot is all a caller can use. */
-	return READ_ONCE(link->open_mask) & BIT(chan);
-}
-
-bool pcinet_link_is_up(const struct pcinet_link *link)
-{
-	return READ_ONCE(link->up);
+	return READ_ONCE(ch->link->open_mask) & BIT(ch->chan);
 }
 
 /**
- * pcinet_link_peer_open - does the peer have @chan open?
- * @link: the link
- * @chan: the channel
+ * pcinet_chan_link_up - is the link under a channel up?
+ * @ch: the channel
+ *
+ * Return: both sides synchronised; a snapshot.
+ */
+bool pcinet_chan_link_up(const struct pcinet_channel *ch)
+{
+	return READ_ONCE(ch->link->up);
+}
+
+/**
+ * pcinet_chan_peer_open - does the peer have a channel open?
+ * @ch: the channel
  *
  * Return: false while the link is down.
  */
-bool pcinet_link_peer_open(const struct pcinet_link *link,
-			   enum pcinet_chan chan)
+bool pcinet_chan_peer_open(const struct pcinet_channel *ch)
 {
+	const struct pcinet_link *link = ch->link;
+
 	return READ_ONCE(link->up) &&
-	       (pcinet_in(&link->in->chan_open) & BIT(chan));
+	       (pcinet_in(&link->in->chan_open) & BIT(ch->chan));
 }

@@ -9,7 +9,7 @@
  * checksum, TSO packets of up to 64 KiB cross unsegmented.
  *
  * The front-end never touches hardware: it sees rings, kicks and link
- * state through pcinet_link_*().
+ * state through its channel, pcinet_chan_*().
  *
  * Locking: the datapath is started and stopped under RTNL (ndo_open,
  * ndo_stop, and the link's start/stop callbacks, which take RTNL); the tx
@@ -31,7 +31,7 @@
 #include <linux/u64_stats_sync.h>
 #include <linux/virtio_net.h>
 
-#include "pcinet_link.h"
+#include "pcinet_chan.h"
 
 #define PCINET_NAPI_WEIGHT	64
 /* Stop the queue while a largest record might not fit, wake with room. */
@@ -72,7 +72,7 @@ struct pcinet_irq_stats {
 /**
  * struct pcinet_net - the net front-end of one link
  * @dev: the interface
- * @link: the link underneath
+ * @chan: our channel of the link underneath
  * @tx: ring we send on; under the tx queue lock
  * @rx: ring we receive from; NAPI only
  * @napi: receive and tx completion
@@ -89,7 +89,7 @@ struct pcinet_irq_stats {
  */
 struct pcinet_net {
 	struct net_device *dev;
-	struct pcinet_link *link;
+	struct pcinet_channel *chan;
 	struct pcinet_tx *tx;
 	struct pcinet_rx *rx;
 	struct napi_struct napi;
@@ -151,7 +151,7 @@ static void pcinet_net_tx_drop(struct pcinet_net *np, struct sk_buff *skb)
 static void pcinet_net_tx_kick(struct pcinet_net *np)
 {
 	if (pcinet_tx_need_kick(np->tx, np->kick_base)) {
-		pcinet_link_kick(np->link, PCINET_CHAN_NET);
+		pcinet_chan_kick(np->chan);
 		u64_stats_update_begin(&np->tx_stats.syncp);
 		u64_stats_inc(&np->tx_stats.doorbells);
 		u64_stats_update_end(&np->tx_stats.syncp);
@@ -183,7 +183,7 @@ static netdev_tx_t pcinet_xmit(struct sk_buff *skb, struct net_device *dev)
 	need = pcinet_rec_size(len);
 	free = pcinet_tx_free(tx);
 	if (unlikely(free < 0)) {
-		pcinet_link_fault(np->link, PCINET_CHAN_NET, "tx consumer index");
+		pcinet_chan_fault(np->chan, "tx consumer index");
 		pcinet_net_tx_drop(np, skb);
 		return NETDEV_TX_OK;
 	}
@@ -260,7 +260,7 @@ static void pcinet_net_tx_reap(struct pcinet_net *np, bool refresh)
 	free = pcinet_tx_free(tx);
 	if (unlikely(free < 0)) {
 		__netif_tx_unlock(txq);
-		pcinet_link_fault(np->link, PCINET_CHAN_NET, "tx consumer index");
+		pcinet_chan_fault(np->chan, "tx consumer index");
 		return;
 	}
 	/*
@@ -350,7 +350,7 @@ static void pcinet_net_rx_crc_error(struct pcinet_net *np)
 			     np->dev->name);
 	if (++np->crc_bad >= PCINET_CRC_BAD_RESET) {
 		np->crc_bad = 0;
-		pcinet_link_fault(np->link, PCINET_CHAN_NET, "record CRC");
+		pcinet_chan_fault(np->chan, "record CRC");
 	}
 }
 
@@ -430,7 +430,7 @@ static void pcinet_net_rx_give_back(struct pcinet_net *np)
 		return;
 	np->rx_published = np->rx->cons;
 	if (pcinet_rx_publish(np->rx)) {
-		pcinet_link_kick(np->link, PCINET_CHAN_NET);
+		pcinet_chan_kick(np->chan);
 		u64_stats_update_begin(&np->rx_stats.syncp);
 		u64_stats_inc(&np->rx_stats.space_doorbells);
 		u64_stats_update_end(&np->rx_stats.syncp);
@@ -459,8 +459,7 @@ static int pcinet_poll(struct napi_struct *napi, int budget)
 			break;
 		if (unlikely(n < 0)) {
 			/* The link resets the rings; stop here and wait. */
-			pcinet_link_fault(np->link, PCINET_CHAN_NET,
-					  "rx record");
+			pcinet_chan_fault(np->chan, "rx record");
 			napi_complete_done(napi, work);
 			return work;
 		}
@@ -495,7 +494,7 @@ static int pcinet_poll(struct napi_struct *napi, int budget)
 
 static void pcinet_net_update_carrier(struct pcinet_net *np)
 {
-	if (np->started && pcinet_link_peer_open(np->link, PCINET_CHAN_NET))
+	if (np->started && pcinet_chan_peer_open(np->chan))
 		netif_carrier_on(np->dev);
 	else
 		netif_carrier_off(np->dev);
@@ -507,7 +506,7 @@ static void pcinet_net_start(struct pcinet_net *np)
 
 	ASSERT_RTNL();
 	if (np->started || !netif_running(np->dev) ||
-	    !pcinet_link_is_up(np->link))
+	    !pcinet_chan_link_up(np->chan))
 		return;
 	netdev_tx_reset_queue(txq);
 	np->kick_base = np->tx->prod;
@@ -605,7 +604,7 @@ static int pcinet_open(struct net_device *dev)
 	struct pcinet_net *np = netdev_priv(dev);
 
 	netif_carrier_off(dev);
-	pcinet_link_set_open(np->link, PCINET_CHAN_NET, true);
+	pcinet_chan_set_open(np->chan, true);
 	pcinet_net_start(np);
 	return 0;
 }
@@ -614,7 +613,7 @@ static int pcinet_stop(struct net_device *dev)
 {
 	struct pcinet_net *np = netdev_priv(dev);
 
-	pcinet_link_set_open(np->link, PCINET_CHAN_NET, false);
+	pcinet_chan_set_open(np->chan, false);
 	pcinet_net_stop(np);
 	return 0;
 }
@@ -689,7 +688,7 @@ static void pcinet_get_drvinfo(struct net_device *dev,
 	struct pcinet_net *np = netdev_priv(dev);
 
 	strscpy(info->driver, KBUILD_MODNAME, sizeof(info->driver));
-	strscpy(info->bus_info, dev_name(pcinet_link_dev(np->link)),
+	strscpy(info->bus_info, dev_name(pcinet_chan_dev(np->chan)),
 		sizeof(info->bus_info));
 }
 
@@ -784,28 +783,28 @@ static const struct ethtool_ops pcinet_ethtool_ops = {
 
 /**
  * pcinet_net_create - create the interface pcinet<n> of a link
- * @link: the link
+ * @ch: the link's net channel; n is the link's index
  *
  * Return: the front-end, or an ERR_PTR().
  */
-struct pcinet_net *pcinet_net_create(struct pcinet_link *link)
+static void *pcinet_net_create(struct pcinet_channel *ch)
 {
 	struct net_device *dev;
 	struct pcinet_net *np;
 	char name[IFNAMSIZ];
 	int err;
 
-	snprintf(name, sizeof(name), "pcinet%d", pcinet_link_index(link));
+	snprintf(name, sizeof(name), "pcinet%d", pcinet_chan_index(ch));
 	dev = alloc_netdev(sizeof(*np), name, NET_NAME_PREDICTABLE,
 			   ether_setup);
 	if (!dev)
 		return ERR_PTR(-ENOMEM);
-	SET_NETDEV_DEV(dev, pcinet_link_dev(link));
+	SET_NETDEV_DEV(dev, pcinet_chan_dev(ch));
 	np = netdev_priv(dev);
 	np->dev = dev;
-	np->link = link;
-	np->tx = pcinet_link_tx(link, PCINET_CHAN_NET);
-	np->rx = pcinet_link_rx(link, PCINET_CHAN_NET);
+	np->chan = ch;
+	np->tx = pcinet_chan_tx(ch);
+	np->rx = pcinet_chan_rx(ch);
 	u64_stats_init(&np->tx_stats.syncp);
 	u64_stats_init(&np->rx_stats.syncp);
 	u64_stats_init(&np->irq_stats.syncp);
@@ -825,7 +824,7 @@ struct pcinet_net *pcinet_net_create(struct pcinet_link *link)
 	err = register_netdev(dev);
 	if (err)
 		goto abort_with_napi;
-	pcinet_link_attach(link, PCINET_CHAN_NET, &pcinet_net_chan_ops, np);
+	pcinet_chan_attach(ch, &pcinet_net_chan_ops, np);
 	return np;
 
 abort_with_napi:
@@ -836,12 +835,22 @@ abort_with_napi:
 
 /**
  * pcinet_net_destroy - remove the interface
- * @np: the front-end
+ * @fe: the front-end, as pcinet_net_create() returned it
  */
-void pcinet_net_destroy(struct pcinet_net *np)
+static void pcinet_net_destroy(void *fe)
 {
-	pcinet_link_detach(np->link, PCINET_CHAN_NET);
+	struct pcinet_net *np = fe;
+
+	pcinet_chan_detach(np->chan);
 	unregister_netdev(np->dev);
 	netif_napi_del(&np->napi);
 	free_netdev(np->dev);
 }
+
+/* The net front-end, listed in the core's table. */
+const struct pcinet_frontend pcinet_net_frontend = {
+	.name = "net",
+	.chan = PCINET_CHAN_NET,
+	.create = pcinet_net_create,
+	.destroy = pcinet_net_destroy,
+};

@@ -40,7 +40,7 @@
  * ring is full.  See pcinet_console below for how to enable it.
  *
  * Lifetime and locking: the tty_port is reference counted; an open tty
- * keeps it (and this structure) alive after the link is gone, with @link
+ * keeps it (and this structure) alive after the link is gone, with @chan
  * NULL and @running false.  @tx_lock (raw, irq-safe, because the console
  * takes it) owns the tx ring view; the rx ring view belongs to @rx_work;
  * the link callbacks are serialised by the link.
@@ -61,7 +61,7 @@
 #include <linux/tty_flip.h>
 #include <linux/workqueue.h>
 
-#include "pcinet_link.h"
+#include "pcinet_chan.h"
 
 #define PCINET_TTY_NAME		"ttyPCI"
 #define PCINET_TTY_MINORS	16
@@ -103,11 +103,12 @@ enum {
 /**
  * struct pcinet_tty - the tty front-end of one link
  * @port: the tty port; its reference count keeps this structure alive
- * @link: the link underneath; NULL once the link is gone; under @lock
+ * @chan: our channel of the link underneath; NULL once the link is
+ *	gone; under @lock
  * @index: our minor, the link's index
  * @tx: ring we send on; under @tx_lock while @running
  * @rx: ring we receive from; @rx_work only
- * @lock: protects @link for the port callbacks, which may outlive it
+ * @lock: protects @chan for the port callbacks, which may outlive it
  * @tx_lock: serialises the tx ring view between write() and the console;
  *	raw and irq-safe because the console takes it from any context
  * @running: the link is up and the rings are ours; under @tx_lock
@@ -130,11 +131,11 @@ enum {
  */
 struct pcinet_tty {
 	struct tty_port port;
-	struct pcinet_link *link;
+	struct pcinet_channel *chan;
 	int index;
 	struct pcinet_tx *tx;
 	struct pcinet_rx *rx;
-	spinlock_t lock; /* @link */
+	spinlock_t lock; /* @chan */
 	raw_spinlock_t tx_lock; /* the tx ring view */
 	bool running;
 	bool tx_waiting;
@@ -266,7 +267,7 @@ static void pcinet_tty_tx_kick(struct pcinet_tty *pt)
 	if (pt->tx->prod == pt->kick_base)
 		return;
 	if (pcinet_tx_need_kick(pt->tx, pt->kick_base))
-		pcinet_link_kick(pt->link, PCINET_CHAN_TTY);
+		pcinet_chan_kick(pt->chan);
 	pt->kick_base = pt->tx->prod;
 }
 
@@ -353,19 +354,19 @@ static void pcinet_tty_give_back(struct pcinet_tty *pt)
 		return;
 	pt->rx_published = pt->rx->cons;
 	if (pcinet_rx_publish(pt->rx))
-		pcinet_link_kick(pt->link, PCINET_CHAN_TTY);
+		pcinet_chan_kick(pt->chan);
 }
 
 /* A record changed in the window: drop it; reset if it keeps happening. */
 static void pcinet_tty_rx_bad(struct pcinet_tty *pt, u32 len)
 {
 	WRITE_ONCE(pt->icount.frame, pt->icount.frame + 1);
-	dev_warn_ratelimited(pcinet_link_dev(pt->link),
+	dev_warn_ratelimited(pcinet_chan_dev(pt->chan),
 			     "%s%d: dropped %u bytes changed in the window (CRC)\n",
 			     PCINET_TTY_NAME, pt->index, len);
 	if (++pt->crc_bad >= PCINET_TTY_CRC_BAD_RESET) {
 		pt->crc_bad = 0;
-		pcinet_link_fault(pt->link, PCINET_CHAN_TTY, "record CRC");
+		pcinet_chan_fault(pt->chan, "record CRC");
 	}
 }
 
@@ -386,7 +387,7 @@ static int pcinet_tty_rx_rec(struct pcinet_tty *pt, bool *empty)
 	/* B: peek_rec reads prod with a load-acquire before the record. */
 	size = pcinet_rx_peek_rec(rx, &rec, PCINET_TTY_REC_MAX);
 	if (unlikely(size < 0)) {
-		pcinet_link_fault(pt->link, PCINET_CHAN_TTY, "rx record");
+		pcinet_chan_fault(pt->chan, "rx record");
 		return -1;
 	}
 	*empty = !size;
@@ -523,7 +524,7 @@ static void pcinet_tty_rx_work(struct work_struct *work)
 	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
 
 	if (fault) {
-		pcinet_link_fault(pt->link, PCINET_CHAN_TTY, fault);
+		pcinet_chan_fault(pt->chan, fault);
 		return;
 	}
 	if (wake)
@@ -539,7 +540,7 @@ static void pcinet_tty_rx_work(struct work_struct *work)
 /* Carrier follows the link and the peer's DTR; the link serialises us. */
 static void pcinet_tty_update_carrier(struct pcinet_tty *pt)
 {
-	bool carrier = pcinet_link_peer_open(pt->link, PCINET_CHAN_TTY);
+	bool carrier = pcinet_chan_peer_open(pt->chan);
 
 	if (carrier == pt->carrier)
 		return;
@@ -638,7 +639,7 @@ static bool pcinet_tty_carrier_raised(struct tty_port *port)
 	bool carrier;
 
 	spin_lock(&pt->lock);
-	carrier = pt->link && pcinet_link_peer_open(pt->link, PCINET_CHAN_TTY);
+	carrier = pt->chan && pcinet_chan_peer_open(pt->chan);
 	spin_unlock(&pt->lock);
 	return carrier;
 }
@@ -649,8 +650,8 @@ static void pcinet_tty_dtr_rts(struct tty_port *port, bool active)
 	struct pcinet_tty *pt = container_of(port, struct pcinet_tty, port);
 
 	spin_lock(&pt->lock);
-	if (pt->link)
-		pcinet_link_set_open(pt->link, PCINET_CHAN_TTY, active);
+	if (pt->chan)
+		pcinet_chan_set_open(pt->chan, active);
 	spin_unlock(&pt->lock);
 }
 
@@ -659,11 +660,11 @@ static int pcinet_tty_activate(struct tty_port *port, struct tty_struct *tty)
 	struct pcinet_tty *pt = container_of(port, struct pcinet_tty, port);
 
 	spin_lock(&pt->lock);
-	if (!pt->link) {
+	if (!pt->chan) {
 		spin_unlock(&pt->lock);
 		return -ENODEV;
 	}
-	pcinet_link_set_open(pt->link, PCINET_CHAN_TTY, true);
+	pcinet_chan_set_open(pt->chan, true);
 	spin_unlock(&pt->lock);
 
 	WRITE_ONCE(pt->throttled, false);
@@ -783,10 +784,10 @@ static int pcinet_tty_tiocmget(struct tty_struct *tty)
 	int lines = 0;
 
 	spin_lock(&pt->lock);
-	if (pt->link) {
-		if (pcinet_link_own_open(pt->link, PCINET_CHAN_TTY))
+	if (pt->chan) {
+		if (pcinet_chan_own_open(pt->chan))
 			lines |= TIOCM_DTR | TIOCM_RTS;
-		if (pcinet_link_peer_open(pt->link, PCINET_CHAN_TTY))
+		if (pcinet_chan_peer_open(pt->chan))
 			lines |= TIOCM_CAR | TIOCM_DSR | TIOCM_CTS;
 	}
 	spin_unlock(&pt->lock);
@@ -905,7 +906,7 @@ static void pcinet_con_write(struct console *co, const char *s,
 		udelay(1);
 	}
 	/* The link outlives this: destroy waits for RCU readers. */
-	if (pt->running && pcinet_link_peer_open(pt->link, PCINET_CHAN_TTY)) {
+	if (pt->running && pcinet_chan_peer_open(pt->chan)) {
 		pcinet_con_put(pt, s, count);
 		pcinet_tty_tx_kick(pt);
 	}
@@ -944,26 +945,26 @@ static void pcinet_tty_unpublish(struct pcinet_tty *pt)
 	RCU_INIT_POINTER(pcinet_tty_table[pt->index], NULL);
 	synchronize_rcu();
 	spin_lock(&pt->lock);
-	pt->link = NULL;
+	pt->chan = NULL;
 	spin_unlock(&pt->lock);
 }
 
 /**
  * pcinet_tty_create - create /dev/ttyPCI<n> for a link
- * @link: the link; n is its index
+ * @ch: the link's tty channel; n is the link's index
  *
  * Return: the front-end; NULL if the link's index has no minor (the link
  * then works without a tty); or an ERR_PTR().
  */
-struct pcinet_tty *pcinet_tty_create(struct pcinet_link *link)
+static void *pcinet_tty_create(struct pcinet_channel *ch)
 {
-	int index = pcinet_link_index(link);
+	int index = pcinet_chan_index(ch);
 	struct pcinet_tty *pt;
 	struct device *dev;
 	int err;
 
 	if (index >= PCINET_TTY_MINORS) {
-		dev_warn(pcinet_link_dev(link),
+		dev_warn(pcinet_chan_dev(ch),
 			 "link %d: no %s minor left, no tty\n", index,
 			 PCINET_TTY_NAME);
 		return NULL;
@@ -978,22 +979,22 @@ struct pcinet_tty *pcinet_tty_create(struct pcinet_link *link)
 	}
 	tty_port_init(&pt->port);
 	pt->port.ops = &pcinet_tty_port_ops;
-	pt->link = link;
+	pt->chan = ch;
 	pt->index = index;
-	pt->tx = pcinet_link_tx(link, PCINET_CHAN_TTY);
-	pt->rx = pcinet_link_rx(link, PCINET_CHAN_TTY);
+	pt->tx = pcinet_chan_tx(ch);
+	pt->rx = pcinet_chan_rx(ch);
 	spin_lock_init(&pt->lock);
 	raw_spin_lock_init(&pt->tx_lock);
 	INIT_DELAYED_WORK(&pt->rx_work, pcinet_tty_rx_work);
 
 	rcu_assign_pointer(pcinet_tty_table[index], pt);
 	dev = tty_port_register_device(&pt->port, pcinet_tty_driver, index,
-				       pcinet_link_dev(link));
+				       pcinet_chan_dev(ch));
 	if (IS_ERR(dev)) {
 		err = PTR_ERR(dev);
 		goto abort_with_port;
 	}
-	pcinet_link_attach(link, PCINET_CHAN_TTY, &pcinet_tty_chan_ops, pt);
+	pcinet_chan_attach(ch, &pcinet_tty_chan_ops, pt);
 	return pt;
 
 abort_with_port:
@@ -1004,18 +1005,17 @@ abort_with_port:
 
 /**
  * pcinet_tty_destroy - remove /dev/ttyPCI<n>
- * @pt: the front-end, or NULL
+ * @fe: the front-end, as pcinet_tty_create() returned it; not NULL
  *
  * An open tty is hung up and keeps the front-end, detached from the link,
  * until it is closed.
  */
-void pcinet_tty_destroy(struct pcinet_tty *pt)
+static void pcinet_tty_destroy(void *fe)
 {
+	struct pcinet_tty *pt = fe;
 	unsigned long flags;
 
-	if (!pt)
-		return;
-	pcinet_link_detach(pt->link, PCINET_CHAN_TTY);
+	pcinet_chan_detach(pt->chan);
 	raw_spin_lock_irqsave(&pt->tx_lock, flags);
 	pt->running = false;
 	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
@@ -1036,7 +1036,7 @@ void pcinet_tty_destroy(struct pcinet_tty *pt)
  *
  * Return: 0 or a negative errno.
  */
-int __init pcinet_tty_init(void)
+static int __init pcinet_tty_init(void)
 {
 	struct tty_driver *drv;
 	int err;
@@ -1077,7 +1077,7 @@ int __init pcinet_tty_init(void)
  *
  * Call at module unload, after every link is gone.
  */
-void pcinet_tty_exit(void)
+static void pcinet_tty_exit(void)
 {
 	/* printk enabled it if and only if it registered it */
 	if (pcinet_console.flags & CON_ENABLED)
@@ -1085,3 +1085,16 @@ void pcinet_tty_exit(void)
 	tty_unregister_driver(pcinet_tty_driver);
 	tty_driver_kref_put(pcinet_tty_driver);
 }
+
+/*
+ * The tty front-end, listed in the core's table.  __refconst: @init is
+ * __init, and only the core's module init calls it.
+ */
+const struct pcinet_frontend pcinet_tty_frontend __refconst = {
+	.name = "tty",
+	.chan = PCINET_CHAN_TTY,
+	.init = pcinet_tty_init,
+	.exit = pcinet_tty_exit,
+	.create = pcinet_tty_create,
+	.destroy = pcinet_tty_destroy,
+};
