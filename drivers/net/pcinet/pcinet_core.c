@@ -43,6 +43,12 @@ static int __init pcinet_init(void)
 
 	for (c = 0; c < PCINET_NR_CHAN; c++) {
 		fe = pcinet_frontends[c];
+		if (fe && fe->chan != c) {
+			/* The link finds a channel's front-end by its index. */
+			pr_err("front-end %s listed for channel %d\n", fe->name, c);
+			err = -EINVAL;
+			goto abort_with_frontends;
+		}
 		if (!fe || !fe->init)
 			continue;
 		err = fe->init();
