@@ -479,26 +479,29 @@ def _(t):
 @h.case('tty-room-wakeup')
 def _(t):
     """n_tty sleeps without writing when the next character needs more room
-    than is left ("\\n" as "\\r\\n" with one byte free); the writer must be
-    woken when the peer frees space.  Regression: it was only woken when it
-    had found the ring completely full."""
+    than is left ("\\n" as "\\r\\n" with one byte of room); the writer must
+    be woken when the peer frees space.  Regression: it was only woken when
+    it had found the ring completely full."""
     fresh(t)
     # b's termios first: an open drains the ring into the tty, whose close
     # then discards what nobody read (stty would eat the bytes below)
     raw(t.b)
     raw(t.a)
-    # b's end is closed: a's bytes wait in the ring, which has 64 KiB
-    t.a.run(f'head -c 65535 /dev/zero >{TTY}')
+    # b's end is closed: a's bytes wait in the 64 KiB ring, cut into
+    # records of 2048 bytes that take 33 slots of 64 bytes each (header and
+    # padding): 31 of them leave one slot, and write_room() says 1
+    fill = (65536 // (64 * 33)) * 2048
+    t.a.run(f'head -c {fill} /dev/zero >{TTY}')
     t.a.run(f'stty -F {TTY} sane clocal; rm -f /tmp/nl.rc; '
             f'(timeout 30 printf "\\n" >{TTY}; echo $? >/tmp/nl.rc) '
             '>/dev/null 2>&1 & sleep 1')
     h.expect(t.a.run('cat /tmp/nl.rc 2>/dev/null || true').strip() == '',
-             'the newline went out although only one byte was free')
-    start_reader(t.b, 65537, secs=20)
+             'the newline went out although only one byte fit')
+    start_reader(t.b, fill + 2, secs=20)
     rc = wait_file(t.a, '/tmp/nl.rc', 15)
     h.expect(rc == '0', f'writer not woken when b made room: status {rc}')
-    check_received(t.b, 'rx', hashlib.sha256(bytes(65535) + b'\r\n')
-                   .hexdigest(), 65537, 'a->b')
+    check_received(t.b, 'rx', hashlib.sha256(bytes(fill) + b'\r\n')
+                   .hexdigest(), fill + 2, 'a->b')
 
 
 @h.case('tty-cooked-flow-control')
