@@ -13,8 +13,16 @@
 #define _PCINET_FABRIC_LAYOUT_SHIM_H
 
 #include <assert.h>		/* static_assert */
-#include <stddef.h>		/* offsetof */
+#include <endian.h>		/* htole*() */
+#include <stdbool.h>
+#include <stddef.h>		/* offsetof, size_t */
+#include <string.h>		/* memcpy, memset */
 #include <linux/types.h>	/* __u8 .. __u64, __le16 .. __le64 */
+
+/* The byte-order helpers the layout's inline functions use. */
+#define cpu_to_le16(x)	htole16(x)
+#define cpu_to_le32(x)	htole32(x)
+#define cpu_to_le64(x)	htole64(x)
 
 #include "pcinet_layout.h"
 

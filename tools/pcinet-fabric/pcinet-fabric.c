@@ -79,15 +79,7 @@
 #define IVSHMEM_PROTO_VERSION	0
 #define IVSHMEM_SHM_MSG		(-1)
 
-/* Window placement, see pcinet_layout.h */
-#define CTRL0_OFF		0x1000
-#define CTRL1_OFF		0x2000
-#define DATA0_OFF		0x10000
-#define DATA_ALIGN		0x10000
-
-static_assert(PCINET_HDR_SIZE <= CTRL0_OFF, "header overlaps control inbox 0");
-static_assert(CTRL0_OFF + PCINET_CTRL_SIZE <= CTRL1_OFF, "control inboxes overlap");
-static_assert(CTRL1_OFF + PCINET_CTRL_SIZE <= DATA0_OFF, "control inbox 1 overlaps data");
+/* Window placement: pcinet_layout_fill() in pcinet_layout.h. */
 
 /* Fault injection limits: everything the control socket accepts is bounded. */
 #define MAX_SCRIBBLERS		4		/* scribbles running at once */
@@ -482,17 +474,6 @@ static int shm_fallback(void)
 	return -1;
 }
 
-static uint64_t init_side(unsigned int i, uint64_t ctrl_off, uint64_t data_off,
-			  uint64_t data_size)
-{
-	struct pcinet_win_side *s = &fab.whdr.side[i];
-
-	s->ctrl_off = htole64(ctrl_off);
-	s->data_off = htole64(data_off);
-	s->data_size = htole64(data_size);
-	return data_off + data_size;
-}
-
 /* Check that both rings of one data inbox fit inside it. */
 static bool inbox_fits(unsigned int i)
 {
@@ -513,25 +494,18 @@ static bool inbox_fits(unsigned int i)
 }
 
 /*
- * Store the header page from fab.whdr: everything but the magic, the rest
- * of the page zero, then the magic (a header with the magic is complete).
- * At setup the page is fresh; later ("restore") it repairs a scribbled one.
+ * Store the header page from fab.whdr with pcinet_layout_write(): magic
+ * cleared, everything else, the rest of the page zero, then the magic (a
+ * header with the magic is complete).  At setup the page is fresh; later
+ * ("restore") it repairs a scribbled one.
  */
 static void write_header(void)
 {
-	const size_t skip = sizeof(fab.whdr.magic);
-
-	__atomic_store_n(&fab.hdr->magic, 0, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	memcpy((char *)fab.hdr + skip, (const char *)&fab.whdr + skip,
-	       sizeof(fab.whdr) - skip);
-	memset((char *)fab.hdr + sizeof(fab.whdr), 0, PCINET_HDR_SIZE - sizeof(fab.whdr));
-	__atomic_store_n(&fab.hdr->magic, fab.whdr.magic, __ATOMIC_RELEASE);
+	pcinet_layout_write(fab.hdr, &fab.whdr);
 }
 
 static int setup_shm(void)
 {
-	uint64_t data_size, end;
 	bool memfd = true;
 	void *p;
 
@@ -565,16 +539,13 @@ static int setup_shm(void)
 	}
 	fab.hdr = p;
 
-	/* fab.whdr is zero, so reserved fields and epochs already are. */
-	data_size = ((fab.size - DATA0_OFF) / 2) & ~(uint64_t)(DATA_ALIGN - 1);
-	fab.whdr.magic = htole32(PCINET_WIN_MAGIC);
-	fab.whdr.version = htole16(PCINET_VERSION);
-	fab.whdr.hdr_size = htole16(PCINET_HDR_SIZE);
-	fab.whdr.win_size = htole64(fab.size);
-	fab.whdr.nr_vectors = htole32(fab.nr_vectors);
-	end = init_side(0, CTRL0_OFF, DATA0_OFF, data_size);
-	init_side(1, CTRL1_OFF, end, data_size);
-	if (!inbox_fits(0) || !inbox_fits(1)) {
+	/*
+	 * Our copy of the header (pcinet_layout_init() in two halves: the
+	 * fabric keeps the copy to update epochs and IDs, and to restore).
+	 * Reserved fields and epochs are zero.
+	 */
+	if (pcinet_layout_fill(&fab.whdr, fab.size, fab.nr_vectors) ||
+	    !inbox_fits(0) || !inbox_fits(1)) {
 		log_err("window of %llu bytes too small for the pcinet rings",
 			(unsigned long long)fab.size);
 		return -1;

@@ -37,14 +37,27 @@
  * A control block holds, per channel, two cachelines that carry the
  * signalling of the two directions (see struct pcinet_chan_ctrl); data
  * and signalling never share a cacheline.
+ *
+ * Everything a second implementation of a side (a userspace peer, a
+ * firmware) must follow is in this header and in docs/design.md ("Writing
+ * a peer"): the structures, the reserved words (written zero, ignored on
+ * read), the window header checks (pcinet_layout_parse() in
+ * pcinet_ring.c implements them), the ring placement
+ * (pcinet_layout_ring()), the event-index rule (pcinet_need_event()),
+ * the doorbell vectors (pcinet_chan_vector()), the timing constants and
+ * the feature bits.
  */
 #ifndef _PCINET_LAYOUT_H
 #define _PCINET_LAYOUT_H
 
 #ifdef __KERNEL__
 #include <linux/build_bug.h>
+#include <linux/compiler.h>
 #include <linux/stddef.h>
+#include <linux/string.h>
 #include <linux/types.h>
+#include <asm/barrier.h>
+#include <asm/byteorder.h>
 #endif
 
 #define PCINET_WIN_MAGIC	0x4e494350	/* "PCIN" */
@@ -62,19 +75,75 @@ enum pcinet_chan {
 	PCINET_NR_CHAN
 };
 
-/* The link tick: heartbeat, soft-state refresh, lost-doorbell sweep. */
+/*
+ * Timing a peer must respect.
+ *
+ * PCINET_TICK_MS: the link tick.  On every tick a side increments its
+ * @heartbeat, writes every word of its part of the peer's control inbox
+ * again (soft state) and, while the link is up, polls each ring as if a
+ * doorbell had come (lost-doorbell sweep).
+ *
+ * PCINET_HEARTBEAT_MS: a running side changes @heartbeat at least this
+ * often (it is the tick).
+ *
+ * PCINET_PEER_TIMEOUT_MS: a side whose peer's @heartbeat has not changed
+ * for this long declares the peer gone and resets (new generation); a
+ * side that has been down this long while the peer's heartbeat runs
+ * resets too (the handshake is wedged).  It is the default of the
+ * driver's peer_timeout_ms module parameter: a peer must beat well
+ * within it, and should use the same timeout for the other direction.
+ */
 #define PCINET_TICK_MS		100
+#define PCINET_HEARTBEAT_MS	PCINET_TICK_MS
+#define PCINET_PEER_TIMEOUT_MS	700
 
 /* Room reserved in the control block for future channels. */
 #define PCINET_MAX_CHAN		8
 
-/* Doorbell vectors; a platform with fewer vectors folds them onto 0. */
+/*
+ * Doorbell vectors.  Vector 0 (LINK) says "the control words changed"
+ * (generation, acknowledgment, chan_open); channel c rings vector
+ * pcinet_chan_vector(c) = 1 + c when its ring moved (see @event and
+ * @need_space).  A side uses min(its doorbell count, the header's
+ * @nr_vectors) vectors: a vector at or above that is rung as vector 0,
+ * and with fewer than PCINET_NR_VEC vectors a side treats any doorbell
+ * as all of them (link and every channel).
+ */
 enum pcinet_vector {
 	PCINET_VEC_LINK = 0,	/* link state changed */
 	PCINET_VEC_NET = 1,	/* net ring progress */
 	PCINET_VEC_TTY = 2,	/* tty ring progress */
 	PCINET_NR_VEC
 };
+
+/* The doorbell vector of channel @chan, as a constant expression. */
+#define PCINET_CHAN_VECTOR(chan)	(1 + (chan))
+
+static_assert(PCINET_CHAN_VECTOR(PCINET_CHAN_NET) == PCINET_VEC_NET);
+static_assert(PCINET_CHAN_VECTOR(PCINET_CHAN_TTY) == PCINET_VEC_TTY);
+static_assert(PCINET_CHAN_VECTOR(PCINET_NR_CHAN) == PCINET_NR_VEC);
+
+/**
+ * pcinet_chan_vector - the doorbell vector of a channel
+ * @chan: the channel
+ *
+ * Return: 1 + @chan (vector 0 is the link's).
+ */
+static inline unsigned int pcinet_chan_vector(enum pcinet_chan chan)
+{
+	return PCINET_CHAN_VECTOR(chan);
+}
+
+/*
+ * Feature bits, in struct pcinet_ctrl @features.  A side writes the bits
+ * it supports; unknown bits are ignored on read; a feature is in use only
+ * when both sides set it.  (Today nothing depends on them: the bits
+ * describe what the current driver always does.)
+ *
+ * PCINET_F_TTY_CRC: tty records carry PCINET_REC_F_CRC and a CRC-32C.
+ * (The net ring needs no bit: its integrity flag is per record.)
+ */
+#define PCINET_F_TTY_CRC	0x00000001
 
 /**
  * struct pcinet_win_side - where one side's inbox lives in the window
@@ -94,8 +163,8 @@ struct pcinet_win_side {
  * @version: PCINET_VERSION
  * @hdr_size: size of this header in bytes (PCINET_HDR_SIZE)
  * @win_size: size of the whole window in bytes
- * @nr_vectors: doorbell vectors each side can ring
- * @reserved0: zero
+ * @nr_vectors: doorbell vectors each side can ring, at least 1
+ * @reserved0: written zero by the platform, ignored by the sides
  * @side: inbox placement of side 0 and side 1
  * @attach_epoch: written by the platform whenever side i attaches or
  *	detaches: odd while side i is attached.  A side that sees its
@@ -107,7 +176,26 @@ struct pcinet_win_side {
  *	(QEMU 7.2 cannot take a peer ID back after its owner left, so the
  *	fabric hands out a new one on every attach.)
  *
- * The sides only read the header.
+ * The sides only read the header.  The rest of the header page after
+ * this structure is written zero and ignored.
+ *
+ * Validation (pcinet_layout_parse(), what a side must check before it
+ * uses a window): the mapping holds at least PCINET_HDR_SIZE bytes;
+ * @magic, @version and @hdr_size are exactly PCINET_WIN_MAGIC,
+ * PCINET_VERSION and PCINET_HDR_SIZE; @nr_vectors is not zero; the usable
+ * window is min(@win_size, the size mapped); for each side, @ctrl_off is
+ * a multiple of PCINET_CACHELINE, @data_off a multiple of
+ * PCINET_REC_ALIGN, the control inbox (PCINET_CTRL_SIZE bytes) and the
+ * data inbox lie inside the usable window, and the data inbox is big
+ * enough for pcinet_layout_ring(); and no two of the five regions (the
+ * header page, two control inboxes, two data inboxes) overlap.  A window
+ * that fails any check is not used.
+ *
+ * Ordering: a platform writes every other byte of the header page, then
+ * @magic, with a store-release (pcinet_layout_write()); a side reads
+ * @magic first, with a load-acquire, then the rest.  A platform that
+ * rewrites a live header clears @magic first.  @attach_epoch and
+ * @doorbell_id change later, each with a store-release of its own.
  */
 struct pcinet_win_hdr {
 	__le32 magic;
@@ -130,12 +218,12 @@ struct pcinet_win_hdr {
  *	inbox); free-running, wraps at 2^32
  * @need_space: nonzero while W waits for room in ring W->R: R rings
  *	the channel's doorbell after it consumes
- * @pad0: zero
+ * @pad0: written zero, ignored on read
  * @cons: bytes W has consumed from the ring R->W (whose data is in W's
  *	inbox); free-running
  * @event: W wants a doorbell when R's @prod for ring R->W passes this
- *	index (the virtio event-index rule)
- * @pad1: zero
+ *	index (the virtio event-index rule, pcinet_need_event())
+ * @pad1: written zero, ignored on read
  */
 struct pcinet_chan_ctrl {
 	/* cacheline: about ring W->R, W produces */
@@ -159,12 +247,21 @@ struct pcinet_chan_ctrl {
  * @ack_gen: W's own generation when it wrote @peer_gen: the
  *	acknowledgment names both generations, so R comes up only on an
  *	ack made by the generation of W it is synchronised with
- * @pad: zero
+ * @features: PCINET_F_* bits W supports; R ignores bits it does not know
+ * @pad: written zero, ignored on read
  * @chan: per-channel signalling
  *
  * Everything here is soft state: W writes every word of it again on
  * every link tick (PCINET_TICK_MS), so a word overwritten by a third
- * party is repaired within one tick.
+ * party is repaired within one tick.  Before it first publishes @gen, W
+ * zeroes the whole structure; the rest of the PCINET_CTRL_SIZE inbox
+ * after it is unused (neither written nor read).
+ *
+ * The block is live (W runs) when @magic is PCINET_CTRL_MAGIC and @gen
+ * is not zero (pcinet_ctrl_live()).  W orders its stores: indices zeroed
+ * before @peer_gen or @gen is published (store-release), @ack_gen before
+ * @peer_gen; R load-acquires @gen and @peer_gen before it trusts what
+ * they order (L1/L2 in docs/design.md).
  */
 struct pcinet_ctrl {
 	__le32 magic;
@@ -173,9 +270,44 @@ struct pcinet_ctrl {
 	__le32 heartbeat;
 	__le32 chan_open;
 	__le32 ack_gen;
-	__le32 pad[10];
+	__le32 features;
+	__le32 pad[9];
 	struct pcinet_chan_ctrl chan[PCINET_MAX_CHAN];
 };
+
+/**
+ * pcinet_ctrl_live - does a control block say its writer runs?
+ * @magic: the block's @magic, as read
+ * @gen: the block's @gen, as read
+ *
+ * Return: true if @magic is PCINET_CTRL_MAGIC and @gen is not zero.
+ */
+static inline bool pcinet_ctrl_live(__u32 magic, __u32 gen)
+{
+	return magic == PCINET_CTRL_MAGIC && gen != 0;
+}
+
+/**
+ * pcinet_need_event - does an index move cross the other side's event?
+ * @event: the index the other side asked to be woken after (@event of
+ *	struct pcinet_chan_ctrl)
+ * @new_idx: our index after the move (the @prod just published)
+ * @old_idx: our index before the move (where the batch started)
+ *
+ * The virtio event-index rule (vring_need_event()): the consumer writes
+ * @event = its @cons before it sleeps, then re-reads @prod; the producer
+ * publishes @prod, then reads @event, and rings the channel's vector if
+ * @event lies in [@old_idx, @new_idx), that is, the consumer went to
+ * sleep before seeing some of the batch.  Unsigned 32-bit arithmetic:
+ * indices wrap at 2^32.
+ *
+ * Return: true if a doorbell is due.
+ */
+static inline bool pcinet_need_event(__u32 event, __u32 new_idx,
+				     __u32 old_idx)
+{
+	return (__u32)(new_idx - event - 1) < (__u32)(new_idx - old_idx);
+}
 
 /*
  * struct pcinet_vnet_hdr - per-packet offload metadata on the net ring.
@@ -202,7 +334,8 @@ struct pcinet_vnet_hdr {
  * @len: payload bytes that follow the header: at most PCINET_NET_MAX_LEN
  *	on the net ring, PCINET_TTY_REC_MAX on the tty ring
  * @vnet: offload metadata (net); zero on the tty ring, ignored there
- * @flags: PCINET_REC_F_*; other bits zero, ignored by the receiver
+ * @flags: PCINET_REC_F_*; other bits written zero, ignored by the
+ *	receiver
  * @crc: with PCINET_REC_F_CRC, the CRC-32C (Castagnoli, as in iSCSI and
  *	ext4: initial value ~0, final xor ~0) of the 16 header bytes before
  *	this field followed by the @len payload bytes.  The sender computes
@@ -233,6 +366,11 @@ struct pcinet_rec {
 /* Largest payload of one tty record. */
 #define PCINET_TTY_REC_MAX	2048
 #define PCINET_NET_RING_MIN	(512 * 1024)
+/*
+ * Largest payload of one net record: a 64 KiB GSO packet plus its
+ * headers.  A receiver treats a longer record as a protocol error.
+ */
+#define PCINET_NET_MAX_LEN	(65536 + 512)
 
 static_assert(sizeof(struct pcinet_win_side) == 24);
 static_assert(sizeof(struct pcinet_win_hdr) == 88);
@@ -245,6 +383,7 @@ static_assert(offsetof(struct pcinet_chan_ctrl, cons) == PCINET_CACHELINE);
 static_assert(offsetof(struct pcinet_ctrl, heartbeat) == 12);
 static_assert(offsetof(struct pcinet_ctrl, chan_open) == 16);
 static_assert(offsetof(struct pcinet_ctrl, ack_gen) == 20);
+static_assert(offsetof(struct pcinet_ctrl, features) == 24);
 static_assert(offsetof(struct pcinet_ctrl, chan) == PCINET_CACHELINE);
 static_assert(sizeof(struct pcinet_ctrl) ==
 	      PCINET_CACHELINE + PCINET_MAX_CHAN * 2 * PCINET_CACHELINE);
@@ -299,6 +438,138 @@ static inline int pcinet_layout_ring(__u64 data_off, __u64 data_size,
 		net_size *= 2;
 	loc->off = data_off + PCINET_TTY_RING_SIZE;
 	loc->size = net_size;
+	return 0;
+}
+
+/*
+ * The layout pcinet_layout_fill() gives a window (pcinet-fabric's): the
+ * header page at 0, the control inboxes of side 0 and side 1 in the next
+ * two pages, then, from PCINET_LAYOUT_DATA_OFF, the two data inboxes of
+ * equal size, each the largest multiple of PCINET_LAYOUT_DATA_ALIGN that
+ * fits in half of what is left.  Sides never assume it: they read the
+ * header.
+ */
+#define PCINET_LAYOUT_CTRL0_OFF		0x1000
+#define PCINET_LAYOUT_CTRL1_OFF		0x2000
+#define PCINET_LAYOUT_DATA_OFF		0x10000
+#define PCINET_LAYOUT_DATA_ALIGN	0x10000
+
+static_assert(PCINET_HDR_SIZE <= PCINET_LAYOUT_CTRL0_OFF);
+static_assert(PCINET_LAYOUT_CTRL0_OFF + PCINET_CTRL_SIZE <=
+	      PCINET_LAYOUT_CTRL1_OFF);
+static_assert(PCINET_LAYOUT_CTRL1_OFF + PCINET_CTRL_SIZE <=
+	      PCINET_LAYOUT_DATA_OFF);
+
+/**
+ * pcinet_layout_fill - compute a window header, in private memory
+ * @hdr: filled in: magic, version, sizes and inbox placement; the attach
+ *	epochs, doorbell IDs and reserved words zero
+ * @win_size: size of the window in bytes
+ * @nr_vectors: doorbell vectors each side can ring
+ *
+ * Nothing is written to a window: pcinet_layout_write() does that, in
+ * the right order.  A platform that keeps its own copy of the header (to
+ * update the epochs, or to repair a header overwritten in the window)
+ * uses the two separately; pcinet_layout_init() does both.
+ *
+ * Return: 0, or -1 if @nr_vectors is zero or the window is too small
+ * for the rings.
+ */
+static inline int pcinet_layout_fill(struct pcinet_win_hdr *hdr,
+				     __u64 win_size, __u32 nr_vectors)
+{
+	struct pcinet_ring_loc loc;
+	__u64 data_size;
+
+	if (!nr_vectors || win_size < PCINET_LAYOUT_DATA_OFF)
+		return -1;
+	data_size = ((win_size - PCINET_LAYOUT_DATA_OFF) / 2) &
+		    ~(__u64)(PCINET_LAYOUT_DATA_ALIGN - 1);
+	if (pcinet_layout_ring(0, data_size, PCINET_CHAN_NET, &loc))
+		return -1;
+	memset(hdr, 0, sizeof(*hdr));
+	hdr->magic = cpu_to_le32(PCINET_WIN_MAGIC);
+	hdr->version = cpu_to_le16(PCINET_VERSION);
+	hdr->hdr_size = cpu_to_le16(PCINET_HDR_SIZE);
+	hdr->win_size = cpu_to_le64(win_size);
+	hdr->nr_vectors = cpu_to_le32(nr_vectors);
+	hdr->side[0].ctrl_off = cpu_to_le64(PCINET_LAYOUT_CTRL0_OFF);
+	hdr->side[0].data_off = cpu_to_le64(PCINET_LAYOUT_DATA_OFF);
+	hdr->side[0].data_size = cpu_to_le64(data_size);
+	hdr->side[1].ctrl_off = cpu_to_le64(PCINET_LAYOUT_CTRL1_OFF);
+	hdr->side[1].data_off = cpu_to_le64(PCINET_LAYOUT_DATA_OFF + data_size);
+	hdr->side[1].data_size = cpu_to_le64(data_size);
+	return 0;
+}
+
+/*
+ * The stores of pcinet_layout_write(): the kernel's for a platform in
+ * the kernel (a PCI endpoint function playing the platform), C11 atomics
+ * in userspace.
+ */
+#ifdef __KERNEL__
+#define pcinet_hdr_store(p, v)		WRITE_ONCE(*(p), v)
+/* P1, in pcinet_layout_write(): the cleared magic before the body */
+#define pcinet_hdr_wmb()		virt_wmb()
+/* P1, in pcinet_layout_write(): pairs with P2 in pcinet_layout_parse() */
+#define pcinet_hdr_store_release(p, v)	virt_store_release(p, v)
+#else
+#define pcinet_hdr_store(p, v)		__atomic_store_n(p, v, __ATOMIC_RELAXED)
+#define pcinet_hdr_wmb()		__atomic_thread_fence(__ATOMIC_RELEASE)
+#define pcinet_hdr_store_release(p, v)	__atomic_store_n(p, v, __ATOMIC_RELEASE)
+#endif
+
+/**
+ * pcinet_layout_write - store a window header into the window, magic last
+ * @win: the window (at least PCINET_HDR_SIZE bytes mapped)
+ * @hdr: the header, as pcinet_layout_fill() made it (and the platform
+ *	updated it since)
+ *
+ * The order is part of the ABI: first @magic is cleared, so a side that
+ * probes meanwhile finds no pcinet window rather than a half-written
+ * one; then every other byte of the header page (the structure, then
+ * zeroes up to PCINET_HDR_SIZE); then @magic, with a store-release that
+ * pairs with the load-acquire of @magic in pcinet_layout_parse() (P1/P2
+ * in docs/design.md).  Safe on a live window: it also repairs a header
+ * a third party overwrote.
+ */
+static inline void pcinet_layout_write(void *win,
+				       const struct pcinet_win_hdr *hdr)
+{
+	struct pcinet_win_hdr *w = win;
+	const size_t skip = sizeof(hdr->magic);
+
+	pcinet_hdr_store(&w->magic, 0);
+	/* P1: the cleared magic is visible before the body changes */
+	pcinet_hdr_wmb();
+	memcpy((char *)win + skip, (const char *)hdr + skip,
+	       sizeof(*hdr) - skip);
+	memset((char *)win + sizeof(*hdr), 0, PCINET_HDR_SIZE - sizeof(*hdr));
+	/* P1: pairs with P2 in pcinet_layout_parse(); the body is first */
+	pcinet_hdr_store_release(&w->magic, hdr->magic);
+}
+
+/**
+ * pcinet_layout_init - write a fresh window header, the platform's job
+ * @win: the window (at least PCINET_HDR_SIZE bytes mapped)
+ * @win_size: size of the window in bytes
+ * @nr_vectors: doorbell vectors each side can ring
+ *
+ * pcinet_layout_fill() then pcinet_layout_write(): the layout described
+ * above PCINET_LAYOUT_CTRL0_OFF, magic stored last.  Nothing outside the
+ * header page is touched: each side zeroes its own part of the control
+ * inboxes before it starts.
+ *
+ * Return: 0, or -1 (nothing written) if the window cannot hold the rings.
+ */
+static inline int pcinet_layout_init(void *win, __u64 win_size,
+				     __u32 nr_vectors)
+{
+	struct pcinet_win_hdr hdr;
+
+	if (pcinet_layout_fill(&hdr, win_size, nr_vectors))
+		return -1;
+	pcinet_layout_write(win, &hdr);
 	return 0;
 }
 

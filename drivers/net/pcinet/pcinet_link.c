@@ -10,8 +10,10 @@
  *	our peer_gen == their gen  &&  their peer_gen == our gen
  *
  * and the acknowledgment is current: their ack_gen (their generation
- * when they wrote peer_gen) == their gen.  Every way into that state goes
- * through a reset of our ring indices:
+ * when they wrote peer_gen) == their gen.  The decision on these words
+ * is pcinet_handshake() (pcinet_ring.c, portable and unit-tested); this
+ * file reads the words, acts on the answer and owns everything timed.
+ * Every way into that state goes through a reset of our ring indices:
  *  - adopting a new peer generation (the peer started, restarted or
  *    reset): zero our indices, then publish peer_gen = their gen;
  *  - resetting ourselves: stop the front-ends, zero our indices, then
@@ -32,8 +34,9 @@
  *
  * Ordering: the index resets are plain stores followed by a
  * store-release of peer_gen or gen (L1); the peer's load-acquire of those
- * (L2, in its pcinet_link_work()) pairs with it, so a peer that sees
- * itself synchronised also sees our zeroed indices.
+ * (L2, in its pcinet_link_work() and pcinet_link_view()) pairs with
+ * it, so a peer that sees itself synchronised also sees our zeroed
+ * indices.
  *
  * All state changes run in one work item under @lock; a timer keeps the
  * heartbeat going and runs the work every tick.
@@ -46,18 +49,25 @@
 #include <linux/mutex.h>
 #include <linux/random.h>
 #include <linux/slab.h>
+#include <linux/stringify.h>
 #include <linux/spinlock.h>
 #include <linux/timer.h>
 #include <linux/workqueue.h>
 
 #include "pcinet_link.h"
 
-static unsigned int peer_timeout_ms = 700;
+static unsigned int peer_timeout_ms = PCINET_PEER_TIMEOUT_MS;
 module_param(peer_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(peer_timeout_ms,
-		 "Declare a silent peer gone after this many ms (default 700)");
+		 "Declare a silent peer gone after this many ms (default "
+		 __stringify(PCINET_PEER_TIMEOUT_MS) ")");
 
+/* One timer beats the heartbeat and runs the tick. */
 #define PCINET_TICK	msecs_to_jiffies(PCINET_TICK_MS)
+static_assert(PCINET_HEARTBEAT_MS == PCINET_TICK_MS);
+
+/* What we publish in @features: the tty records always carry a CRC. */
+#define PCINET_LINK_FEATURES	PCINET_F_TTY_CRC
 
 /* Numbers links for their interface and tty names; nothing else global. */
 static DEFINE_IDA(pcinet_link_ida);
@@ -201,6 +211,7 @@ static void pcinet_link_refresh(struct pcinet_link *link)
 
 	lockdep_assert_held(&link->lock);
 	WRITE_ONCE(out->magic, cpu_to_le32(PCINET_CTRL_MAGIC));
+	WRITE_ONCE(out->features, cpu_to_le32(PCINET_LINK_FEATURES));
 	WRITE_ONCE(out->ack_gen,
 		   cpu_to_le32(link->synced_gen ? link->gen : 0));
 	WRITE_ONCE(out->peer_gen, cpu_to_le32(link->synced_gen));
@@ -255,11 +266,32 @@ static void pcinet_link_tick_chans(struct pcinet_link *link)
 			link->chan[c].ops->tick(link->chan[c].priv);
 }
 
+/*
+ * Fill in what pcinet_handshake() looks at besides the peer's gen and
+ * magic: our state as it is now, and the peer's acknowledgment as it is
+ * now (read again after we synchronised).
+ */
+static void pcinet_link_view(struct pcinet_link *link,
+			     struct pcinet_hs_view *v)
+{
+	lockdep_assert_held(&link->lock);
+	v->gen = link->gen;
+	v->synced_gen = link->synced_gen;
+	v->up = link->up;
+	/* L2: pairs with L1 in the peer; ack_gen is stored before peer_gen */
+	v->their_peer_gen =
+		le32_to_cpu(pcinet_load_acquire(&link->in->peer_gen));
+	v->their_ack_gen = pcinet_in(&link->in->ack_gen);
+}
+
 static void pcinet_link_work(struct work_struct *work)
 {
 	struct pcinet_link *link = container_of(work, struct pcinet_link, work);
-	u32 gen, their_peer_gen, their_ack, epoch, open, changed;
-	bool synced, alive;
+	struct pcinet_hs_view v;
+	u32 gen, epoch, open, changed;
+	enum pcinet_hs act;
+	const char *why;
+	bool alive;
 	int c;
 
 	mutex_lock(&link->lock);
@@ -291,15 +323,16 @@ static void pcinet_link_work(struct work_struct *work)
 	}
 	if (link->up && pcinet_peer_silent(link))
 		pcinet_link_reset(link, "peer stopped responding");
-	alive = gen && pcinet_in(&link->in->magic) == PCINET_CTRL_MAGIC;
-	if (!alive) {
-		if (link->up)
-			pcinet_link_reset(link, "peer stopped");
-		goto idle;
-	}
-	if (gen != link->synced_gen) {
-		if (link->up)
-			pcinet_link_reset(link, "peer restarted");
+
+	/* The handshake proper: pcinet_handshake() decides, we act. */
+	v.their_gen = gen;
+	v.their_magic = pcinet_in(&link->in->magic);
+	alive = pcinet_ctrl_live(v.their_magic, gen);
+	pcinet_link_view(link, &v);
+	act = pcinet_handshake(&v, &why);
+	if (act == PCINET_HS_RESET || act == PCINET_HS_RESTART)
+		pcinet_link_reset(link, why);
+	if (act == PCINET_HS_SYNC || act == PCINET_HS_RESTART) {
 		pcinet_link_reset_rings(link);
 		link->synced_gen = gen;
 		WRITE_ONCE(link->peer_hb_time, jiffies);
@@ -307,13 +340,11 @@ static void pcinet_link_work(struct work_struct *work)
 		/* L1: pairs with L2 in the peer's pcinet_link_work() */
 		pcinet_store_release(&link->out->peer_gen, cpu_to_le32(gen));
 		pcinet_notify(link, PCINET_VEC_LINK);
+		pcinet_link_view(link, &v);
+		act = pcinet_handshake(&v, &why);
 	}
-	/* L2: pairs with L1 in the peer; ack_gen is stored before peer_gen */
-	their_peer_gen = le32_to_cpu(pcinet_load_acquire(&link->in->peer_gen));
-	their_ack = pcinet_in(&link->in->ack_gen);
-	synced = their_peer_gen == link->gen && their_ack == gen;
 
-	if (synced && !link->up) {
+	if (act == PCINET_HS_UP) {
 		WRITE_ONCE(link->peer_hb_time, jiffies);
 		WRITE_ONCE(link->up, true);
 		dev_info_ratelimited(link->dev, "link %d up (side %u)\n",
@@ -321,8 +352,6 @@ static void pcinet_link_work(struct work_struct *work)
 		for (c = 0; c < PCINET_NR_CHAN; c++)
 			if (link->chan[c].ops)
 				link->chan[c].ops->start(link->chan[c].priv);
-	} else if (!synced && link->up) {
-		pcinet_link_reset(link, "peer stopped acknowledging us");
 	}
 
 	if (link->up) {
@@ -334,7 +363,6 @@ static void pcinet_link_work(struct work_struct *work)
 				link->chan[c].ops->peer_changed(link->chan[c].priv);
 		pcinet_link_tick_chans(link);
 	}
-idle:
 	/*
 	 * Down while the peer runs: a handshake takes a few doorbells, so a
 	 * side still down after peer_timeout_ms is wedged (its view of the
@@ -577,7 +605,7 @@ void pcinet_link_doorbell(struct pcinet_link *link, unsigned int vector)
 		schedule_work(&link->work);
 	for (c = 0; c < PCINET_NR_CHAN; c++) {
 		s = &link->chan[c];
-		if (vector != PCINET_VEC_NET + c &&
+		if (vector != pcinet_chan_vector(c) &&
 		    link->nr_vectors >= PCINET_NR_VEC)
 			continue;
 		if (READ_ONCE(link->up) && s->ops)
@@ -674,7 +702,7 @@ struct pcinet_rx *pcinet_chan_rx(struct pcinet_channel *ch)
  */
 void pcinet_chan_kick(struct pcinet_channel *ch)
 {
-	pcinet_notify(ch->link, PCINET_VEC_NET + ch->chan);
+	pcinet_notify(ch->link, pcinet_chan_vector(ch->chan));
 }
 
 /**

@@ -31,20 +31,25 @@ static bool pcinet_overlap(u64 a, u64 alen, u64 b, u64 blen)
  *
  * The header is written by the platform, not by the peer, but it is
  * checked as strictly: every region must lie inside the window, be
- * aligned, and overlap no other.
+ * aligned, and overlap no other.  The checks are listed with struct
+ * pcinet_win_hdr in pcinet_layout.h.
  *
  * Return: 0, or -PCINET_EPROTO if the window is not a usable pcinet one.
  */
 int pcinet_layout_parse(const void *win, u64 size, struct pcinet_layout *lay)
 {
+	const struct pcinet_win_hdr *w = win;
 	struct pcinet_win_hdr hdr;
 	u64 start[5], len[5];
+	u32 magic;
 	int i, j, c;
 
 	if (size < PCINET_HDR_SIZE)
 		return -PCINET_EPROTO;
+	/* P2: pairs with P1 in pcinet_layout_write(); magic before the body */
+	magic = le32_to_cpu(pcinet_load_acquire(&w->magic));
 	memcpy(&hdr, win, sizeof(hdr));
-	if (le32_to_cpu(hdr.magic) != PCINET_WIN_MAGIC ||
+	if (magic != PCINET_WIN_MAGIC ||
 	    le16_to_cpu(hdr.version) != PCINET_VERSION ||
 	    le16_to_cpu(hdr.hdr_size) != PCINET_HDR_SIZE)
 		return -PCINET_EPROTO;
@@ -206,7 +211,7 @@ bool pcinet_tx_need_kick(struct pcinet_tx *tx, u32 old_prod)
 	/* E: pairs with F in pcinet_rx_arm() */
 	pcinet_mb();
 	event = le32_to_cpu(READ_ONCE(tx->in->event));
-	return tx->prod - event - 1 < tx->prod - old_prod;
+	return pcinet_need_event(event, tx->prod, old_prod);
 }
 
 /**
@@ -406,4 +411,51 @@ bool pcinet_rx_arm(struct pcinet_rx *rx)
 	/* F: pairs with E in pcinet_tx_need_kick() */
 	pcinet_mb();
 	return le32_to_cpu(READ_ONCE(rx->in->prod)) != rx->cons;
+}
+
+/**
+ * pcinet_handshake - the link's handshake decision, on the control words
+ * @v: our state and the peer's control words, as read
+ * @why: set to the reason when the answer is a reset
+ *
+ * A pure function.  One round of the handshake: the caller reads the
+ * peer's words (with the L2 load-acquires), asks, and acts.  After
+ * PCINET_HS_SYNC, or PCINET_HS_RESTART (a reset, then a sync), it updates
+ * @v (new @gen and not @up after a reset; @synced_gen = the peer's gen;
+ * the peer's @peer_gen and @ack_gen read again) and asks once more: the
+ * answer is then PCINET_HS_UP or PCINET_HS_WAIT.  Timers (heartbeat
+ * silence, the no-handshake timeout), the platform's attach epoch and
+ * protocol errors are the caller's business: each is a reset of its own
+ * before it asks.
+ *
+ * The rules, in order:
+ *  - the peer's block is not live (bad magic, or gen 0: not running):
+ *    reset if up, else wait;
+ *  - the peer's gen is not the one we synchronised with (it started,
+ *    restarted or reset, or a third party wrote it): reset and sync if
+ *    up, else sync;
+ *  - the peer acknowledges us (its peer_gen is our gen, and its ack_gen
+ *    is its own current gen): up (keep if up already);
+ *  - otherwise: reset if up, else wait.
+ *
+ * Return: what to do.
+ */
+enum pcinet_hs pcinet_handshake(const struct pcinet_hs_view *v,
+				const char **why)
+{
+	bool acked;
+
+	if (!pcinet_ctrl_live(v->their_magic, v->their_gen)) {
+		*why = "peer stopped";
+		return v->up ? PCINET_HS_RESET : PCINET_HS_WAIT;
+	}
+	if (v->their_gen != v->synced_gen) {
+		*why = "peer restarted";
+		return v->up ? PCINET_HS_RESTART : PCINET_HS_SYNC;
+	}
+	acked = v->their_peer_gen == v->gen && v->their_ack_gen == v->their_gen;
+	if (acked)
+		return v->up ? PCINET_HS_KEEP : PCINET_HS_UP;
+	*why = "peer stopped acknowledging us";
+	return v->up ? PCINET_HS_RESET : PCINET_HS_WAIT;
 }

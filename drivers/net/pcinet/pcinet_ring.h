@@ -58,9 +58,6 @@
 /* Full barrier of the pairs E/F and G/H: callers name their pair. */
 #define pcinet_mb()			virt_mb()
 
-/* Largest net record payload: a 64 KiB GSO packet plus its headers. */
-#define PCINET_NET_MAX_LEN	(65536 + 512)
-
 /**
  * struct pcinet_tx - the producer's view of a ring
  * @data: ring data, in the peer's data inbox
@@ -133,6 +130,57 @@ struct pcinet_layout {
 };
 
 int pcinet_layout_parse(const void *win, u64 size, struct pcinet_layout *lay);
+
+/**
+ * enum pcinet_hs - what the handshake says to do next
+ * @PCINET_HS_WAIT: we are down and stay down: the peer is not running,
+ *	or it has not acknowledged our generation yet
+ * @PCINET_HS_SYNC: we are down and the peer runs a generation we have
+ *	not synchronised with: zero our indices, then publish @ack_gen = our
+ *	gen and (store-release, L1) @peer_gen = its gen; ring LINK
+ * @PCINET_HS_UP: we are down, synchronised, and the peer acknowledged
+ *	our current generation with its current one: start the channels
+ * @PCINET_HS_KEEP: we are up and everything still holds
+ * @PCINET_HS_RESET: we are up and the peer stopped or stopped
+ *	acknowledging us: reset ourselves (stop the channels, zero our
+ *	indices, publish a new generation with @peer_gen and @ack_gen 0,
+ *	ring LINK); nothing more this round
+ * @PCINET_HS_RESTART: we are up and the peer runs a new generation:
+ *	reset ourselves as for PCINET_HS_RESET, then sync to the peer's
+ *	generation as for PCINET_HS_SYNC
+ */
+enum pcinet_hs {
+	PCINET_HS_WAIT,
+	PCINET_HS_SYNC,
+	PCINET_HS_UP,
+	PCINET_HS_KEEP,
+	PCINET_HS_RESET,
+	PCINET_HS_RESTART,
+};
+
+/**
+ * struct pcinet_hs_view - what the handshake decision looks at
+ * @gen: our generation
+ * @synced_gen: the peer generation our indices were reset for; 0 if none
+ * @up: we are up
+ * @their_magic: the peer's @magic, in our control inbox
+ * @their_gen: the peer's @gen (load-acquire, L2)
+ * @their_peer_gen: the peer's @peer_gen: our generation it synchronised
+ *	with (load-acquire, L2)
+ * @their_ack_gen: the peer's @ack_gen, read after @their_peer_gen
+ */
+struct pcinet_hs_view {
+	u32 gen;
+	u32 synced_gen;
+	bool up;
+	u32 their_magic;
+	u32 their_gen;
+	u32 their_peer_gen;
+	u32 their_ack_gen;
+};
+
+enum pcinet_hs pcinet_handshake(const struct pcinet_hs_view *v,
+				const char **why);
 
 void pcinet_tx_init(struct pcinet_tx *tx, void *data, u32 size,
 		    struct pcinet_chan_ctrl *out,

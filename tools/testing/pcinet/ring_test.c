@@ -1391,21 +1391,13 @@ static int t_reset(struct fx *f, const struct tcase *tc __maybe_unused)
 
 #define MIB (1024ull * 1024)
 
-/* The 16 MiB example window of pcinet_layout.h. */
+/* The 16 MiB example window of pcinet_layout.h, as pcinet-fabric has it. */
 static void lay_good(struct pcinet_win_hdr *h)
 {
-	memset(h, 0, sizeof(*h));
-	h->magic = cpu_to_le32(PCINET_WIN_MAGIC);
-	h->version = cpu_to_le16(PCINET_VERSION);
-	h->hdr_size = cpu_to_le16(PCINET_HDR_SIZE);
-	h->win_size = cpu_to_le64(16 * MIB);
-	h->nr_vectors = cpu_to_le32(PCINET_NR_VEC);
-	h->side[0].ctrl_off = cpu_to_le64(0x1000);
-	h->side[0].data_off = cpu_to_le64(0x10000);
-	h->side[0].data_size = cpu_to_le64(0x7f8000);
-	h->side[1].ctrl_off = cpu_to_le64(0x2000);
-	h->side[1].data_off = cpu_to_le64(0x808000);
-	h->side[1].data_size = cpu_to_le64(0x7f8000);
+	if (pcinet_layout_fill(h, 16 * MIB, PCINET_NR_VEC)) {
+		fprintf(stderr, "pcinet_layout_fill refused 16 MiB\n");
+		exit(2);
+	}
 }
 
 static int t_layout(struct fx *f __maybe_unused,
@@ -1435,9 +1427,9 @@ static int t_layout(struct fx *f __maybe_unused,
 	      lay.ring[0][PCINET_CHAN_TTY].size == PCINET_TTY_RING_SIZE, "");
 	CHECK(lay.ring[0][PCINET_CHAN_NET].off == 0x20000 &&
 	      lay.ring[0][PCINET_CHAN_NET].size == 4 * MIB, "");
-	CHECK(lay.ring[1][PCINET_CHAN_TTY].off == 0x808000 &&
+	CHECK(lay.ring[1][PCINET_CHAN_TTY].off == 0x800000 &&
 	      lay.ring[1][PCINET_CHAN_TTY].size == PCINET_TTY_RING_SIZE, "");
-	CHECK(lay.ring[1][PCINET_CHAN_NET].off == 0x818000 &&
+	CHECK(lay.ring[1][PCINET_CHAN_NET].off == 0x810000 &&
 	      lay.ring[1][PCINET_CHAN_NET].size == 4 * MIB, "");
 
 	/* a header claiming more than is mapped is clipped */
@@ -1459,12 +1451,12 @@ static int t_layout(struct fx *f __maybe_unused,
 		case 5: h.side[0].data_off = cpu_to_le64(0x10020); break;
 		case 6: h.side[1].ctrl_off = cpu_to_le64(16 * MIB - 2048); break;
 		case 7: h.side[1].ctrl_off = cpu_to_le64(~0ull << 6); break;
-		case 8: h.side[1].data_off = cpu_to_le64(0x809000); break;
+		case 8: h.side[1].data_off = cpu_to_le64(0x811000); break;
 		case 9: h.side[1].data_size = cpu_to_le64(~0ull - 0x1000); break;
 		case 10: h.side[0].ctrl_off = 0; break;
 		case 11: h.side[1].ctrl_off = cpu_to_le64(0x1800); break;
 		case 12: h.side[1].ctrl_off = cpu_to_le64(0x20000); break;
-		case 13: h.side[1].data_off = cpu_to_le64(0x800000); break;
+		case 13: h.side[1].data_off = cpu_to_le64(0x7f0000); break;
 		case 14: h.side[0].data_size = cpu_to_le64(0x8f000); break;
 		case 15: size = 8 * MIB; break;
 		case 16: size = PCINET_HDR_SIZE - 1; break;
@@ -1485,6 +1477,498 @@ static int t_layout(struct fx *f __maybe_unused,
 	return 0;
 }
 
+/*
+ * pcinet_layout_init(): pcinet-fabric's placement for several window
+ * sizes, the whole header page written (zeroes after the structure),
+ * magic stored, the result accepted by pcinet_layout_parse(); windows
+ * too small for the rings, or no vectors, refused with nothing written.
+ */
+static int t_layout_init(struct fx *f __maybe_unused,
+			 const struct tcase *tc __maybe_unused)
+{
+	static const struct {
+		u64 win;
+		u64 data_size;	/* of each side */
+	} sizes[] = {
+		{ 16 * MIB, 0x7f0000 },
+		{ 4 * MIB, 0x1f0000 },
+		{ 1024 * MIB, 0x1fff0000 },
+		{ 0x230000, 0x110000 },		/* the stress test's */
+		{ 0x130000, 0x90000 },		/* the smallest */
+	};
+	static const u64 too_small[] = { 0, 0x1000, 0xffff, 0x10000, 0x12ffff };
+	struct pcinet_win_hdr h;
+	struct pcinet_layout lay;
+	u8 *page;
+	u32 i, j;
+	int r;
+
+	page = malloc(PCINET_HDR_SIZE);
+	if (!page)
+		return failf("out of memory");
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		u64 ds = sizes[i].data_size;
+
+		memset(page, 0x5a, PCINET_HDR_SIZE);
+		r = pcinet_layout_init(page, sizes[i].win, 3);
+		memcpy(&h, page, sizeof(h));
+		if (r || le32_to_cpu(h.magic) != PCINET_WIN_MAGIC ||
+		    le16_to_cpu(h.version) != PCINET_VERSION ||
+		    le16_to_cpu(h.hdr_size) != PCINET_HDR_SIZE ||
+		    le64_to_cpu(h.win_size) != sizes[i].win ||
+		    le32_to_cpu(h.nr_vectors) != 3 || h.reserved0 ||
+		    h.attach_epoch[0] || h.attach_epoch[1] ||
+		    h.doorbell_id[0] || h.doorbell_id[1] ||
+		    le64_to_cpu(h.side[0].ctrl_off) != 0x1000 ||
+		    le64_to_cpu(h.side[1].ctrl_off) != 0x2000 ||
+		    le64_to_cpu(h.side[0].data_off) != 0x10000 ||
+		    le64_to_cpu(h.side[1].data_off) != 0x10000 + ds ||
+		    le64_to_cpu(h.side[0].data_size) != ds ||
+		    le64_to_cpu(h.side[1].data_size) != ds) {
+			free(page);
+			return failf("window 0x%llx: wrong header (%d)",
+				     (unsigned long long)sizes[i].win, r);
+		}
+		for (j = sizeof(h); j < PCINET_HDR_SIZE; j++)
+			if (page[j]) {
+				free(page);
+				return failf("window 0x%llx: byte %u not zero",
+					     (unsigned long long)sizes[i].win, j);
+			}
+		/* parse reads only the header page */
+		r = pcinet_layout_parse(page, sizes[i].win, &lay);
+		if (r || lay.ring[1][PCINET_CHAN_NET].off +
+			 lay.ring[1][PCINET_CHAN_NET].size > sizes[i].win) {
+			free(page);
+			return failf("window 0x%llx: parse %d",
+				     (unsigned long long)sizes[i].win, r);
+		}
+	}
+	for (i = 0; i < ARRAY_SIZE(too_small); i++) {
+		memset(page, 0x5a, PCINET_HDR_SIZE);
+		r = pcinet_layout_init(page, too_small[i], 3);
+		for (j = 0; j < PCINET_HDR_SIZE && page[j] == 0x5a; j++)
+			;
+		if (r != -1 || j != PCINET_HDR_SIZE) {
+			free(page);
+			return failf("window 0x%llx: accepted or written",
+				     (unsigned long long)too_small[i]);
+		}
+	}
+	r = pcinet_layout_init(page, 16 * MIB, 0);
+	free(page);
+	CHECK(r == -1, "no vectors accepted");
+	return 0;
+}
+
+/* The rules a peer reads in pcinet_layout.h, checked as numbers. */
+static int t_rules(struct fx *f __maybe_unused,
+		   const struct tcase *tc __maybe_unused)
+{
+	CHECK(pcinet_chan_vector(PCINET_CHAN_NET) == PCINET_VEC_NET, "");
+	CHECK(pcinet_chan_vector(PCINET_CHAN_TTY) == PCINET_VEC_TTY, "");
+	CHECK(PCINET_PEER_TIMEOUT_MS > 2 * PCINET_HEARTBEAT_MS, "");
+	/* need_event: is event in [old, new), modulo 2^32? */
+	CHECK(pcinet_need_event(10, 11, 10), "");
+	CHECK(!pcinet_need_event(11, 11, 10), "");
+	CHECK(!pcinet_need_event(9, 11, 10), "");
+	CHECK(!pcinet_need_event(10, 10, 10), "empty move");
+	CHECK(pcinet_need_event(0xfffffff0u, 0x10, 0xffffff00u), "wrap");
+	CHECK(pcinet_need_event(0x8, 0x10, 0xffffff00u), "wrap");
+	CHECK(!pcinet_need_event(0x10, 0x10, 0xffffff00u), "wrap");
+	CHECK(!pcinet_need_event(0xfffffe00u, 0x10, 0xffffff00u), "wrap");
+	CHECK(pcinet_ctrl_live(PCINET_CTRL_MAGIC, 1), "");
+	CHECK(!pcinet_ctrl_live(PCINET_CTRL_MAGIC, 0), "");
+	CHECK(!pcinet_ctrl_live(PCINET_CTRL_MAGIC ^ 1, 5), "");
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Handshake                                                           */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A side of a link, as pcinet_link.c runs it, reduced to the handshake:
+ * the words it writes into the peer's control inbox (@out), what it reads
+ * from its own (@in), its generation, the peer generation it synced
+ * with, whether it is up.  hs_round() is one run of pcinet_link_work()
+ * without the timers: read, ask pcinet_handshake(), act, ask again after
+ * a sync, then rewrite the soft state (pcinet_link_refresh()).
+ */
+struct hs_side {
+	struct pcinet_ctrl *in;
+	struct pcinet_ctrl *out;
+	u32 gen;
+	u32 synced_gen;
+	bool up;
+	bool running;
+	u32 resets;
+	u32 ups;
+	enum pcinet_hs last;	/* first answer of the last round */
+};
+
+static void hs_refresh(struct hs_side *s)
+{
+	s->out->magic = cpu_to_le32(PCINET_CTRL_MAGIC);
+	s->out->features = cpu_to_le32(PCINET_F_TTY_CRC);
+	s->out->ack_gen = cpu_to_le32(s->synced_gen ? s->gen : 0);
+	s->out->peer_gen = cpu_to_le32(s->synced_gen);
+	s->out->gen = cpu_to_le32(s->gen);
+}
+
+static void hs_start(struct hs_side *s, u32 gen)
+{
+	memset(s->out, 0, sizeof(*s->out));
+	s->gen = gen;
+	s->synced_gen = 0;
+	s->up = false;
+	s->running = true;
+	hs_refresh(s);
+}
+
+/* pcinet_link_stop(): gen 0, the rest left as it was */
+static void hs_stop(struct hs_side *s)
+{
+	s->running = false;
+	s->up = false;
+	s->out->gen = 0;
+}
+
+static void hs_reset(struct hs_side *s)
+{
+	s->up = false;
+	s->gen = s->gen + 1 ? s->gen + 1 : 1;
+	s->synced_gen = 0;
+	s->out->peer_gen = 0;
+	s->out->ack_gen = 0;
+	s->out->gen = cpu_to_le32(s->gen);
+	s->resets++;
+}
+
+static void hs_view(const struct hs_side *s, struct pcinet_hs_view *v)
+{
+	v->gen = s->gen;
+	v->synced_gen = s->synced_gen;
+	v->up = s->up;
+	v->their_peer_gen = le32_to_cpu(s->in->peer_gen);
+	v->their_ack_gen = le32_to_cpu(s->in->ack_gen);
+}
+
+static enum pcinet_hs hs_round(struct hs_side *s)
+{
+	struct pcinet_hs_view v;
+	const char *why = NULL;
+	enum pcinet_hs act;
+	u32 gen;
+
+	if (!s->running)
+		return PCINET_HS_WAIT;
+	gen = le32_to_cpu(s->in->gen);
+	v.their_gen = gen;
+	v.their_magic = le32_to_cpu(s->in->magic);
+	hs_view(s, &v);
+	act = pcinet_handshake(&v, &why);
+	s->last = act;
+	if (act == PCINET_HS_RESET || act == PCINET_HS_RESTART) {
+		if (!why)
+			return (enum pcinet_hs)-1;
+		hs_reset(s);
+	}
+	if (act == PCINET_HS_SYNC || act == PCINET_HS_RESTART) {
+		s->synced_gen = gen;
+		s->out->ack_gen = cpu_to_le32(s->gen);
+		s->out->peer_gen = cpu_to_le32(gen);
+		hs_view(s, &v);
+		act = pcinet_handshake(&v, &why);
+		if (act != PCINET_HS_UP && act != PCINET_HS_WAIT)
+			return (enum pcinet_hs)-1;
+	}
+	if (act == PCINET_HS_UP) {
+		s->up = true;
+		s->ups++;
+	}
+	hs_refresh(s);
+	return act;
+}
+
+/* Two sides, each inbox a heap block: a writes b.in, b writes a.in. */
+struct hs_pair {
+	struct pcinet_ctrl inbox[2];
+	struct hs_side s[2];
+};
+
+static void hs_pair_init(struct hs_pair *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->s[0].in = &p->inbox[0];
+	p->s[0].out = &p->inbox[1];
+	p->s[1].in = &p->inbox[1];
+	p->s[1].out = &p->inbox[0];
+}
+
+/* Run rounds, alternating, until both sides are up and stay up. */
+static int hs_settle(struct hs_pair *p, u32 max_rounds)
+{
+	u32 i;
+
+	for (i = 0; i < max_rounds; i++) {
+		if ((int)hs_round(&p->s[i & 1]) < 0)
+			return -1;
+		if (p->s[0].up && p->s[1].up &&
+		    p->s[0].synced_gen == p->s[1].gen &&
+		    p->s[1].synced_gen == p->s[0].gen)
+			return 0;
+	}
+	return -1;
+}
+
+static int hs_ask(u32 gen, u32 synced, bool up, u32 magic, u32 their_gen,
+		  u32 their_peer_gen, u32 their_ack)
+{
+	struct pcinet_hs_view v = {
+		.gen = gen, .synced_gen = synced, .up = up,
+		.their_magic = magic, .their_gen = their_gen,
+		.their_peer_gen = their_peer_gen, .their_ack_gen = their_ack,
+	};
+	const char *why = NULL;
+	enum pcinet_hs r = pcinet_handshake(&v, &why);
+
+	if ((r == PCINET_HS_RESET || r == PCINET_HS_RESTART) && !why)
+		return -1;
+	return r;
+}
+
+/* The decision table, one row per rule and state. */
+static int t_hs_table(struct fx *f __maybe_unused,
+		      const struct tcase *tc __maybe_unused)
+{
+	const u32 M = PCINET_CTRL_MAGIC;
+
+	/* peer not running: gen 0 or bad magic */
+	CHECK(hs_ask(5, 0, false, 0, 0, 0, 0) == PCINET_HS_WAIT, "");
+	CHECK(hs_ask(5, 0, false, M, 0, 0, 0) == PCINET_HS_WAIT, "");
+	CHECK(hs_ask(5, 0, false, M ^ 1, 7, 5, 7) == PCINET_HS_WAIT, "");
+	CHECK(hs_ask(5, 7, true, M, 0, 5, 7) == PCINET_HS_RESET, "unloading");
+	CHECK(hs_ask(5, 7, true, 0, 7, 5, 7) == PCINET_HS_RESET, "bad magic");
+	/* a generation we have not synced with */
+	CHECK(hs_ask(5, 0, false, M, 7, 0, 0) == PCINET_HS_SYNC, "");
+	CHECK(hs_ask(5, 6, false, M, 7, 5, 7) == PCINET_HS_SYNC, "");
+	CHECK(hs_ask(5, 7, true, M, 8, 5, 7) == PCINET_HS_RESTART, "");
+	/* synced: is the ack current? */
+	CHECK(hs_ask(5, 7, false, M, 7, 5, 7) == PCINET_HS_UP, "");
+	CHECK(hs_ask(5, 7, true, M, 7, 5, 7) == PCINET_HS_KEEP, "");
+	CHECK(hs_ask(5, 7, false, M, 7, 0, 0) == PCINET_HS_WAIT, "no ack yet");
+	CHECK(hs_ask(5, 7, false, M, 7, 4, 7) == PCINET_HS_WAIT,
+	      "ack of our old generation");
+	CHECK(hs_ask(5, 7, false, M, 7, 5, 6) == PCINET_HS_WAIT,
+	      "ack made by the peer's old generation");
+	CHECK(hs_ask(5, 7, true, M, 7, 4, 7) == PCINET_HS_RESET, "");
+	CHECK(hs_ask(5, 7, true, M, 7, 5, 6) == PCINET_HS_RESET, "");
+	CHECK(hs_ask(5, 7, true, M, 7, 0, 0) == PCINET_HS_RESET, "");
+	return 0;
+}
+
+/* Both sides start fresh, one after the other, in either order. */
+static int t_hs_fresh(struct fx *f __maybe_unused,
+		      const struct tcase *tc __maybe_unused)
+{
+	static struct hs_pair pair;
+	struct hs_pair *p = &pair;
+	int first;
+
+	for (first = 0; first < 2; first++) {
+		struct hs_side *a, *b;
+
+		hs_pair_init(p);
+		a = &p->s[first];
+		b = &p->s[!first];
+		hs_start(a, 0x1001);
+		if (hs_round(a) != PCINET_HS_WAIT || a->up)
+			goto fail;
+		hs_start(b, 0x2001);
+		/* b adopts a's gen, waits: a has not acked b yet */
+		if (hs_round(b) != PCINET_HS_WAIT || b->synced_gen != 0x1001)
+			goto fail;
+		/* a adopts b's gen and finds itself acked: up */
+		if (hs_round(a) != PCINET_HS_UP || a->last != PCINET_HS_SYNC)
+			goto fail;
+		if (hs_round(b) != PCINET_HS_UP)
+			goto fail;
+		if (hs_round(a) != PCINET_HS_KEEP || hs_round(b) != PCINET_HS_KEEP)
+			goto fail;
+		if (a->resets || b->resets || a->ups != 1 || b->ups != 1)
+			goto fail;
+		if (le32_to_cpu(p->inbox[0].features) != PCINET_F_TTY_CRC)
+			goto fail;
+	}
+	return 0;
+fail:
+	return failf("fresh start, side %d first", first);
+}
+
+/* The peer restarts with a new generation: one reset, then up again. */
+static int t_hs_restart(struct fx *f __maybe_unused,
+			const struct tcase *tc __maybe_unused)
+{
+	static struct hs_pair pair;
+	struct hs_pair *p = &pair;
+	struct hs_side *a, *b;
+	u32 old;
+
+	hs_pair_init(p);
+	a = &p->s[0];
+	b = &p->s[1];
+	hs_start(a, 0x1001);
+	hs_start(b, 0x2001);
+	if (hs_settle(p, 8))
+		goto fail;
+	old = a->gen;
+	/* b's driver reloads: a new block, a new generation */
+	hs_start(b, 0x3001);
+	if (hs_round(a) != PCINET_HS_WAIT || a->last != PCINET_HS_RESTART ||
+	    a->gen != old + 1 || a->synced_gen != 0x3001 || a->up)
+		goto fail;
+	if (hs_round(b) != PCINET_HS_UP || hs_round(a) != PCINET_HS_UP)
+		goto fail;
+	if (a->resets != 1 || b->resets)
+		goto fail;
+	/* gen wraps past 0 on reset: never 0 */
+	a->gen = 0xffffffffu;
+	hs_reset(a);
+	if (a->gen != 1 || hs_settle(p, 8))
+		goto fail;
+	return 0;
+fail:
+	return failf("restart: a gen %#x synced %#x up %d resets %u",
+		     a->gen, a->synced_gen, a->up, a->resets);
+}
+
+/*
+ * A third party writes a made-up gen into a's inbox.  a resets and syncs
+ * to the forged gen, but never comes up on it (nobody acks with it); b's
+ * refresh puts the real gen back; both end up with fresh generations.
+ */
+static int t_hs_forged(struct fx *f __maybe_unused,
+		       const struct tcase *tc __maybe_unused)
+{
+	static struct hs_pair pair;
+	struct hs_pair *p = &pair;
+	struct hs_side *a, *b;
+	u32 a0, b0, i;
+
+	hs_pair_init(p);
+	a = &p->s[0];
+	b = &p->s[1];
+	hs_start(a, 0x1001);
+	hs_start(b, 0x2001);
+	if (hs_settle(p, 8))
+		goto fail;
+	a0 = a->gen;
+	b0 = b->gen;
+	a->in->gen = cpu_to_le32(0xbad);
+	if (hs_round(a) != PCINET_HS_WAIT || a->last != PCINET_HS_RESTART ||
+	    a->synced_gen != 0xbad)
+		goto fail;
+	/* forged gen with a forged ack of a's new gen: still no ack_gen */
+	for (i = 0; i < 3; i++)
+		if (hs_round(a) != PCINET_HS_WAIT)
+			goto fail;
+	/* b rewrites its soft state (its tick), then the handshake runs */
+	hs_refresh(b);
+	if (hs_settle(p, 12))
+		goto fail;
+	if (a->gen == a0 || b->gen == b0)
+		goto fail;
+	return 0;
+fail:
+	return failf("forged gen: a gen %#x synced %#x, b gen %#x synced %#x",
+		     a->gen, a->synced_gen, b->gen, b->synced_gen);
+}
+
+/*
+ * An acknowledgment naming an old generation: b's peer_gen is a's
+ * current gen, but its ack_gen is not b's current gen (it was written by
+ * an earlier b, or forged).  a must not come up on it.
+ */
+static int t_hs_old_ack(struct fx *f __maybe_unused,
+			const struct tcase *tc __maybe_unused)
+{
+	static struct hs_pair pair;
+	struct hs_pair *p = &pair;
+	struct hs_side *a, *b;
+
+	hs_pair_init(p);
+	a = &p->s[0];
+	b = &p->s[1];
+	hs_start(a, 0x1001);
+	/* b (stopped) left peer_gen = a's gen, ack_gen = its old gen */
+	b->out->magic = cpu_to_le32(PCINET_CTRL_MAGIC);
+	b->out->peer_gen = cpu_to_le32(0x1001);
+	b->out->ack_gen = cpu_to_le32(0x2001);
+	b->out->gen = cpu_to_le32(0x2003);	/* b runs again, new gen */
+	if (hs_round(a) != PCINET_HS_WAIT || a->up || a->synced_gen != 0x2003)
+		goto fail;
+	if (hs_round(a) != PCINET_HS_WAIT || a->up)
+		goto fail;
+	/* once b itself syncs, the ack is current */
+	b->running = true;
+	b->gen = 0x2003;
+	if (hs_round(b) != PCINET_HS_UP || hs_round(a) != PCINET_HS_UP)
+		goto fail;
+	/* up, then the ack goes stale: reset */
+	b->out->ack_gen = cpu_to_le32(0x2001);
+	if (hs_round(a) != PCINET_HS_RESET || a->up || a->synced_gen)
+		goto fail;
+	return 0;
+fail:
+	return failf("old ack: a gen %#x synced %#x up %d", a->gen,
+		     a->synced_gen, a->up);
+}
+
+/* The peer unloads (gen 0) or its magic goes: down, no sync, wait. */
+static int t_hs_gone(struct fx *f __maybe_unused,
+		     const struct tcase *tc __maybe_unused)
+{
+	static struct hs_pair pair;
+	struct hs_pair *p = &pair;
+	struct hs_side *a, *b;
+	int how;
+
+	for (how = 0; how < 2; how++) {
+		hs_pair_init(p);
+		a = &p->s[0];
+		b = &p->s[1];
+		hs_start(a, 0x1001);
+		hs_start(b, 0x2001);
+		if (hs_settle(p, 8))
+			goto fail;
+		if (how == 0)
+			hs_stop(b);
+		else
+			a->in->magic ^= cpu_to_le32(1);
+		if (hs_round(a) != PCINET_HS_RESET || a->up || a->synced_gen ||
+		    a->resets != 1)
+			goto fail;
+		if (hs_round(a) != PCINET_HS_WAIT || a->synced_gen ||
+		    a->resets != 1)
+			goto fail;
+		if (how == 0) {
+			/* b loads again */
+			hs_start(b, 0x4001);
+		} else {
+			/* b's tick repairs its magic */
+			hs_refresh(b);
+		}
+		if (hs_settle(p, 8))
+			goto fail;
+	}
+	return 0;
+fail:
+	return failf("%s: a gen %#x synced %#x up %d resets %u",
+		     how ? "bad magic" : "gen 0", a->gen, a->synced_gen,
+		     a->up, a->resets);
+}
+
 /* ------------------------------------------------------------------ */
 /* The table                                                           */
 /* ------------------------------------------------------------------ */
@@ -1497,6 +1981,14 @@ static int t_layout(struct fx *f __maybe_unused,
 
 static const struct tcase cases[] = {
 	{ "layout: window header parse",	t_layout,	0, NET, 0 },
+	{ "layout: pcinet_layout_init",		t_layout_init,	0, NET, 0 },
+	{ "layout: peer rules",			t_rules,	0, NET, 0 },
+	{ "handshake: decision table",		t_hs_table,	0, NET, 0 },
+	{ "handshake: fresh start both sides",	t_hs_fresh,	0, NET, 0 },
+	{ "handshake: peer restart",		t_hs_restart,	0, NET, 0 },
+	{ "handshake: forged gen",		t_hs_forged,	0, NET, 0 },
+	{ "handshake: ack of an old generation", t_hs_old_ack,	0, NET, 0 },
+	{ "handshake: peer gen 0, bad magic",	t_hs_gone,	0, NET, 0 },
 	{ "records: pcinet_rec_size",		t_rec_size,	K4, NET, 0 },
 
 	{ "records: empty ring",		t_empty,	K4, NET, 0 },
@@ -1612,10 +2104,8 @@ static int run_units(void)
  * a sleeping endpoint moves only when its counter changes, so a lost
  * wakeup shows as a stall, which fails the test.
  */
-#define ST_CTRL0	0x1000
-#define ST_CTRL1	0x2000
 #define ST_SHM		0x3000
-#define ST_DATA0	0x10000
+#define ST_DATA0	PCINET_LAYOUT_DATA_OFF
 #define ST_DATA_SIZE	(PCINET_TTY_RING_SIZE + (1u << 20))
 #define ST_WIN_SIZE	(ST_DATA0 + 2 * ST_DATA_SIZE)
 #define ST_STALL_SECS	10.0
@@ -2350,28 +2840,12 @@ out:
 	return r;
 }
 
-static void st_write_hdr(struct pcinet_win_hdr *h)
-{
-	memset(h, 0, sizeof(*h));
-	h->magic = cpu_to_le32(PCINET_WIN_MAGIC);
-	h->version = cpu_to_le16(PCINET_VERSION);
-	h->hdr_size = cpu_to_le16(PCINET_HDR_SIZE);
-	h->win_size = cpu_to_le64(ST_WIN_SIZE);
-	h->nr_vectors = cpu_to_le32(PCINET_NR_VEC);
-	h->side[0].ctrl_off = cpu_to_le64(ST_CTRL0);
-	h->side[0].data_off = cpu_to_le64(ST_DATA0);
-	h->side[0].data_size = cpu_to_le64(ST_DATA_SIZE);
-	h->side[1].ctrl_off = cpu_to_le64(ST_CTRL1);
-	h->side[1].data_off = cpu_to_le64(ST_DATA0 + ST_DATA_SIZE);
-	h->side[1].data_size = cpu_to_le64(ST_DATA_SIZE);
-}
-
 static int stress(double secs)
 {
 	const char *dir = getenv("TMPDIR");
 	struct st_side sd = { .id = 0, .peer = 1 };
 	struct st_stats *n0, *n1, *t0, *t1;
-	struct pcinet_win_hdr hdr;
+	static u8 hdr[PCINET_HDR_SIZE];
 	struct st_shm *shm;
 	char path[512];
 	double start, el;
@@ -2388,9 +2862,10 @@ static int stress(double secs)
 		return 2;
 	}
 	unlink(path);
-	st_write_hdr(&hdr);
-	if (ftruncate(fd, ST_WIN_SIZE) ||
-	    pwrite(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr)) {
+	/* the platform's job, as pcinet-fabric does it */
+	if (pcinet_layout_init(hdr, ST_WIN_SIZE, PCINET_NR_VEC) ||
+	    ftruncate(fd, ST_WIN_SIZE) ||
+	    pwrite(fd, hdr, sizeof(hdr), 0) != sizeof(hdr)) {
 		perror("window file");
 		return 2;
 	}
