@@ -1,13 +1,15 @@
 # SPDX-License-Identifier: GPL-2.0-only
 #
 # pcinet, out of tree.  `make` builds the module against Debian's 6.12
-# headers (found by scripts/setup.sh); `make KDIR=<headers tree>` builds
-# against any other kernel.  See README.md for check, demo and bench.
+# headers (found by scripts/setup.sh), or the running kernel's without
+# them; `make KDIR=<headers tree>` builds against any other kernel.
+# See README.md for check, demo and bench.
 
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 -include $(TOP)/build/env.mk
 
-KDIR ?= $(error no kernel headers: run scripts/setup.sh or pass KDIR=)
+# Without build/env.mk (a real machine): the running kernel's headers.
+KDIR ?= /lib/modules/$(shell uname -r)/build
 SRC := $(TOP)/drivers/net/pcinet
 KBUILD_ARGS = -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
 

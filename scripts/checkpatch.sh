@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
 # checkpatch.pl --strict over every kernel source file, from the
 # linux-source-6.12 package (unpacked once into build/checkpatch).
 set -euo pipefail

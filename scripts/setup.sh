@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
 # scripts/setup.sh - prepare this machine to build pcinet and run its QEMU tests.
 #
 # Idempotent and fast when everything is already there:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
 # tests/qemu/mkinitramfs.sh - build the busybox initramfs the QEMU guests boot.
 #
 # Usage: tests/qemu/mkinitramfs.sh OUT.cpio.gz [extra.ko ...]
