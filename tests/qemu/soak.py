@@ -46,7 +46,7 @@ def traffic(t):
     for vm in (t.a, t.b):
         vm.run(f'stty -F {TTY} raw -echo clocal 2>/dev/null; '
                'pidof iperf3 >/dev/null || { iperf3 -s -D >/dev/null 2>&1; '
-               f'(iperf3 -c {IP[PEER[vm.name]]} -t 86400 >/dev/null 2>&1 &); }; '
+               f'(iperf3 -c {IP[PEER[vm.name]]} -t 86400 >/dev/null 2>&1 &); }}; '
                '[ -e /tmp/soak.tty ] || { touch /tmp/soak.tty; '
                f'(while :; do cat /dev/urandom >{TTY}; sleep 1; done '
                '>/dev/null 2>&1 &); '
