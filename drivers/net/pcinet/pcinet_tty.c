@@ -115,9 +115,7 @@ enum {
  * @tx_waiting: we asked the peer for a doorbell on free space; @tx_lock
  * @tx_fault: write() found the peer's consumer index impossible; @tx_lock
  * @refresh: the link ticked: @rx_work writes our ring words again
- * @kick_base: producer index at the last kick decision; @tx_lock
  * @rx_work: reaps tx space for writers, drains the rx ring
- * @rx_published: consumer index last published to the peer; @rx_work
  * @rx_open: the tty is open: consume what arrives
  * @throttled: the line discipline asked us to stop
  * @carrier: carrier as last acted upon; link callbacks only
@@ -141,9 +139,7 @@ struct pcinet_tty {
 	bool tx_waiting;
 	bool tx_fault;
 	bool refresh;
-	u32 kick_base;
 	struct delayed_work rx_work;
-	u32 rx_published;
 	bool rx_open;
 	bool throttled;
 	bool carrier;
@@ -210,7 +206,7 @@ static void pcinet_tty_put_rec(struct pcinet_tty *pt, const u8 *buf, u32 n)
 	rec.crc = cpu_to_le32(pcinet_tty_crc(&rec, buf, n));
 	pcinet_tx_write(pt->tx, 0, &rec, sizeof(rec));
 	pcinet_tx_write(pt->tx, sizeof(rec), buf, n);
-	/* A: pcinet_tx_commit() publishes prod with a store-release. */
+	/* A: pairs with B in the peer's pcinet_rx_avail() */
 	pcinet_tx_commit(pt->tx, pcinet_rec_size(n));
 	pt->icount.tx += n;
 }
@@ -261,14 +257,14 @@ static u32 pcinet_tty_tx_room(struct pcinet_tty *pt)
 	return free < 0 ? 0 : free;
 }
 
-/* Ring the peer if it sleeps on what we published.  Caller holds tx_lock. */
+/*
+ * The end of a batch: ring the peer if it sleeps on what we published
+ * (E: pairs with F in its pcinet_rx_arm()).  Caller holds tx_lock.
+ */
 static void pcinet_tty_tx_kick(struct pcinet_tty *pt)
 {
-	if (pt->tx->prod == pt->kick_base)
-		return;
-	if (pcinet_tx_need_kick(pt->tx, pt->kick_base))
+	if (pcinet_tx_end_batch(pt->tx))
 		pcinet_chan_kick(pt->chan);
-	pt->kick_base = pt->tx->prod;
 }
 
 static ssize_t pcinet_tty_write(struct tty_struct *tty, const u8 *buf,
@@ -347,13 +343,13 @@ static unsigned int pcinet_tty_chars_in_buffer(struct tty_struct *tty)
 
 /* ----- receive ----- */
 
-/* Give consumed space back; ring the peer if its writer waits for it. */
+/*
+ * Give consumed space back (C); ring the peer if its writer waits for it
+ * (H: pairs with G in its pcinet_tx_wait_space()).
+ */
 static void pcinet_tty_give_back(struct pcinet_tty *pt)
 {
-	if (pt->rx->cons == pt->rx_published)
-		return;
-	pt->rx_published = pt->rx->cons;
-	if (pcinet_rx_publish(pt->rx))
+	if (pcinet_rx_give_back(pt->rx))
 		pcinet_chan_kick(pt->chan);
 }
 
@@ -384,7 +380,7 @@ static int pcinet_tty_rx_rec(struct pcinet_tty *pt, bool *empty)
 	int size;
 	u32 len;
 
-	/* B: peek_rec reads prod with a load-acquire before the record. */
+	/* B: pairs with A in the peer's pcinet_tx_commit() */
 	size = pcinet_rx_peek_rec(rx, &rec, PCINET_TTY_REC_MAX);
 	if (unlikely(size < 0)) {
 		pcinet_chan_fault(pt->chan, "rx record");
@@ -395,7 +391,7 @@ static int pcinet_tty_rx_rec(struct pcinet_tty *pt, bool *empty)
 		return 0;
 	len = le32_to_cpu(rec.len);
 	pcinet_rx_read(rx, sizeof(rec), pt->rx_buf, len);
-	/* C: the space goes back (store-release of cons) after the copy. */
+	/* Given back (C) only after the copy, by pcinet_tty_give_back(). */
 	pcinet_rx_consume(rx, size);
 	/* Checked on our copy: what the window says now no longer matters. */
 	if (unlikely(!(rec.flags & cpu_to_le16(PCINET_REC_F_CRC)) ||
@@ -461,7 +457,7 @@ again:
 			break;
 		budget -= min_t(u32, budget, max(len, 1));
 		/* Give room back as we go: the writer may wait for it. */
-		if (rx->cons - pt->rx_published >= rx->size / 8)
+		if (pcinet_rx_give_back_due(rx))
 			pcinet_tty_give_back(pt);
 	}
 	pcinet_tty_give_back(pt);
@@ -505,6 +501,7 @@ static void pcinet_tty_rx_work(struct work_struct *work)
 	pt->refresh = false;
 	if (refresh) {
 		pcinet_tx_refresh(pt->tx);
+		/* G: pairs with H in the peer's pcinet_rx_publish() */
 		if (pt->tx_waiting && pcinet_tx_wait_space(pt->tx) < 0)
 			pt->tx_fault = true;
 	}
@@ -530,8 +527,8 @@ static void pcinet_tty_rx_work(struct work_struct *work)
 	if (wake)
 		tty_port_tty_wakeup(&pt->port);
 	pcinet_tty_rx(pt);
-	/* Everything consumed is published (unless a fault stopped us). */
-	if (refresh && pt->rx->cons == pt->rx_published)
+	/* Only if everything consumed is published (no fault stopped us). */
+	if (refresh)
 		pcinet_rx_refresh(pt->rx);
 }
 
@@ -589,10 +586,8 @@ static void pcinet_tty_start(void *priv)
 	unsigned long flags;
 
 	raw_spin_lock_irqsave(&pt->tx_lock, flags);
-	pt->kick_base = pt->tx->prod;
 	pt->tx_waiting = false;
 	pt->tx_fault = false;
-	pt->rx_published = pt->rx->cons;
 	pt->running = true;
 	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
 
