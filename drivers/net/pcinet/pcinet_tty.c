@@ -62,6 +62,7 @@
 #include <linux/workqueue.h>
 
 #include "pcinet_chan.h"
+#include "pcinet_compat.h"
 
 #define PCINET_TTY_NAME		"ttyPCI"
 #define PCINET_TTY_MINORS	16
@@ -83,22 +84,6 @@
 #define PCINET_TTY_RX_RETRY	msecs_to_jiffies(10)
 /* How long a console write waits for a busy tx ring before dropping. */
 #define PCINET_CON_SPIN_US	100
-
-/*
- * Compat with older kernels (6.1 is supported), in one place.  Before 6.2
- * carrier_raised() returned int and dtr_rts() took an int; before 6.6
- * write() counted in int.  The ops members' types pick the variant to plug
- * in (the *_int functions), not a version number, so kernels with the
- * change backported get the right one; the other variant is discarded.
- */
-enum {
-	PCINET_TTY_INT_PORT_OPS =
-		__same_type(((struct tty_port *)NULL)->ops->carrier_raised,
-			    int (*)(struct tty_port *)),
-	PCINET_TTY_INT_WRITE =
-		__same_type(((struct tty_driver *)NULL)->ops->write,
-			    int (*)(struct tty_struct *, const u8 *, int)),
-};
 
 /**
  * struct pcinet_tty - the tty front-end of one link
@@ -686,24 +671,13 @@ static void pcinet_tty_destruct(struct tty_port *port)
 	kfree(pt);
 }
 
-/* Compat (PCINET_TTY_INT_PORT_OPS): kernels before 6.2 */
-static int pcinet_tty_carrier_raised_int(struct tty_port *port)
-{
-	return pcinet_tty_carrier_raised(port);
-}
-
-static void pcinet_tty_dtr_rts_int(struct tty_port *port, int active)
-{
-	pcinet_tty_dtr_rts(port, active);
-}
+/* 6.1 (pcinet_compat.h) */
+DEFINE_PCINET_COMPAT_TTY(pcinet_tty_carrier_raised, pcinet_tty_dtr_rts,
+			 pcinet_tty_write)
 
 static const struct tty_port_operations pcinet_tty_port_ops = {
-	.carrier_raised = __builtin_choose_expr(PCINET_TTY_INT_PORT_OPS,
-						pcinet_tty_carrier_raised_int,
-						pcinet_tty_carrier_raised),
-	.dtr_rts = __builtin_choose_expr(PCINET_TTY_INT_PORT_OPS,
-					 pcinet_tty_dtr_rts_int,
-					 pcinet_tty_dtr_rts),
+	.carrier_raised = pcinet_compat_carrier_raised(pcinet_tty_carrier_raised),
+	.dtr_rts = pcinet_compat_dtr_rts(pcinet_tty_dtr_rts),
 	.activate = pcinet_tty_activate,
 	.shutdown = pcinet_tty_shutdown,
 	.destruct = pcinet_tty_destruct,
@@ -808,21 +782,13 @@ static int pcinet_tty_get_icount(struct tty_struct *tty,
 	return 0;
 }
 
-/* Compat (PCINET_TTY_INT_WRITE): kernels before 6.6 */
-static int pcinet_tty_write_int(struct tty_struct *tty, const u8 *buf,
-				int count)
-{
-	return pcinet_tty_write(tty, buf, count);
-}
-
 static const struct tty_operations pcinet_tty_ops = {
 	.install = pcinet_tty_install,
 	.cleanup = pcinet_tty_cleanup,
 	.open = pcinet_tty_open,
 	.close = pcinet_tty_close,
 	.hangup = pcinet_tty_hangup,
-	.write = __builtin_choose_expr(PCINET_TTY_INT_WRITE,
-				       pcinet_tty_write_int, pcinet_tty_write),
+	.write = pcinet_compat_write(pcinet_tty_write),
 	.write_room = pcinet_tty_write_room,
 	.chars_in_buffer = pcinet_tty_chars_in_buffer,
 	.tiocmget = pcinet_tty_tiocmget,
