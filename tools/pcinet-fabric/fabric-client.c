@@ -137,6 +137,7 @@ static bool recv_msg(int64_t *val, int *fd)
 	return true;
 }
 
+/* The acquires pair with the release in pcinet-fabric.c's bump_epoch(). */
 static void print_epoch(void)
 {
 	uint32_t e0 = le32toh(__atomic_load_n(&hdr->attach_epoch[0], __ATOMIC_ACQUIRE));

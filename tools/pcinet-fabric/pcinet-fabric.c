@@ -566,6 +566,11 @@ static void bump_epoch(unsigned int slot)
 	uint32_t e = le32toh(fab.whdr.attach_epoch[slot]) + 1;
 
 	fab.whdr.attach_epoch[slot] = htole32(e);
+	/*
+	 * Pairs with the acquire in fabric-client.c's print_epoch().  A side
+	 * reads the word on its own (pcinet_link.c): no pair is needed there,
+	 * nothing in the window is ordered by it.
+	 */
 	__atomic_store_n(&fab.hdr->attach_epoch[slot], htole32(e), __ATOMIC_RELEASE);
 	log_dbg("attach_epoch[%u] = %u (%s)", slot, e, (e & 1) ? "attached" : "detached");
 }
@@ -1951,6 +1956,11 @@ static void new_client(int sock)
 	p->id = fab.next_id[slot];
 	fab.next_id[slot] += NR_SLOTS;
 	fab.whdr.doorbell_id[slot] = htole32(p->id);
+	/*
+	 * No pair: a side reads the word on its own before each doorbell
+	 * (READ_ONCE in pcinet_ivshmem.c); the release orders nothing it
+	 * relies on and only keeps the store whole and in program order.
+	 */
 	__atomic_store_n(&fab.hdr->doorbell_id[slot], htole32(p->id), __ATOMIC_RELEASE);
 	p->sock = sock;
 	p->pid = cred.pid;

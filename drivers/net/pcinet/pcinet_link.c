@@ -534,7 +534,10 @@ void pcinet_link_start(struct pcinet_link *link)
 	mutex_lock(&link->lock);
 	link->started = true;
 	link->down_since = jiffies;
-	/* L1 (in refresh): our zeroed block is visible before our gen */
+	/*
+	 * L1 (in refresh): our zeroed block is visible before our gen; pairs
+	 * with L2 in the peer's pcinet_link_work()
+	 */
 	pcinet_link_refresh(link);
 	mutex_unlock(&link->lock);
 	pcinet_notify(link, PCINET_VEC_LINK);
@@ -565,6 +568,7 @@ void pcinet_link_stop(struct pcinet_link *link)
 	if (!started)
 		return;
 	WRITE_ONCE(link->out->chan_open, cpu_to_le32(0));
+	/* L1: pairs with L2 in the peer's pcinet_link_work(); closed first */
 	pcinet_store_release(&link->out->gen, cpu_to_le32(0));
 	pcinet_notify(link, PCINET_VEC_LINK);
 }

@@ -77,9 +77,7 @@ struct pcinet_irq_stats {
  * @rx: ring we receive from; NAPI only
  * @napi: receive and tx completion
  * @started: datapath running; written under RTNL and the tx lock
- * @kick_base: producer index at the last kick decision; tx lock
  * @tx_done: consumer index up to which BQL was told; tx lock
- * @rx_published: consumer index last published to the peer; NAPI
  * @flags: PCINET_NET_REFRESH: the link ticked, NAPI refreshes our ring
  *	words; PCINET_NET_NO_CRC: the "integrity" private flag is off
  * @crc_bad: CRC errors in a row; NAPI
@@ -94,9 +92,7 @@ struct pcinet_net {
 	struct pcinet_rx *rx;
 	struct napi_struct napi;
 	bool started;
-	u32 kick_base;
 	u32 tx_done;
-	u32 rx_published;
 	unsigned long flags;
 	unsigned int crc_bad;
 	struct pcinet_net_tx_stats tx_stats;
@@ -140,23 +136,41 @@ static u32 pcinet_rec_crc(const struct pcinet_rec *rec, struct sk_buff *skb)
 
 /* ----- datapath: transmit ----- */
 
-static void pcinet_net_tx_drop(struct pcinet_net *np, struct sk_buff *skb)
-{
-	u64_stats_update_begin(&np->tx_stats.syncp);
-	u64_stats_inc(&np->tx_stats.dropped);
-	u64_stats_update_end(&np->tx_stats.syncp);
-	dev_kfree_skb_any(skb);
-}
-
+/* The end of a batch: ring the peer if it sleeps on what we published. */
 static void pcinet_net_tx_kick(struct pcinet_net *np)
 {
-	if (pcinet_tx_need_kick(np->tx, np->kick_base)) {
+	if (pcinet_tx_end_batch(np->tx)) {
 		pcinet_chan_kick(np->chan);
 		u64_stats_update_begin(&np->tx_stats.syncp);
 		u64_stats_inc(&np->tx_stats.doorbells);
 		u64_stats_update_end(&np->tx_stats.syncp);
 	}
-	np->kick_base = np->tx->prod;
+}
+
+/*
+ * After a record went out: stop the queue while a largest record might
+ * not fit.  Stopped, by us or by BQL: ask the peer for a doorbell when it
+ * consumes (G: pairs with H in its pcinet_rx_publish()); NAPI then
+ * reaps and wakes.  If the peer consumed before the request became
+ * visible, the re-read in pcinet_tx_wait_space() sees it: reap now
+ * instead of waiting.
+ */
+static void pcinet_net_tx_maybe_stop(struct pcinet_net *np,
+				     struct netdev_queue *txq)
+{
+	int free;
+
+	if (pcinet_tx_left(np->tx) < PCINET_TX_STOP) {
+		netif_tx_stop_queue(txq);
+		u64_stats_update_begin(&np->tx_stats.syncp);
+		u64_stats_inc(&np->tx_stats.stops);
+		u64_stats_update_end(&np->tx_stats.syncp);
+	}
+	if (!netif_xmit_stopped(txq))
+		return;
+	free = pcinet_tx_wait_space(np->tx);
+	if (free < 0 || np->tx->cons != np->tx_done)
+		napi_schedule(&np->napi);
 }
 
 static netdev_tx_t pcinet_xmit(struct sk_buff *skb, struct net_device *dev)
@@ -168,32 +182,27 @@ static netdev_tx_t pcinet_xmit(struct sk_buff *skb, struct net_device *dev)
 	struct pcinet_span sp;
 	struct pcinet_rec rec;
 	u32 len = skb->len;
-	u32 need;
-	int free;
+	int need;
 
 	if (unlikely(!np->started || len > PCINET_NET_MAX_LEN ||
-		     virtio_net_hdr_from_skb(skb, &vh, true, false, 0))) {
-		pcinet_net_tx_drop(np, skb);
-		return NETDEV_TX_OK;
-	}
+		     virtio_net_hdr_from_skb(skb, &vh, true, false, 0)))
+		goto drop;
 	/* Like a cable, the link does not corrupt: checked data stays so. */
 	if (skb->ip_summed == CHECKSUM_NONE)
 		vh.flags |= VIRTIO_NET_HDR_F_DATA_VALID;
 
-	need = pcinet_rec_size(len);
-	free = pcinet_tx_free(tx);
-	if (unlikely(free < 0)) {
+	need = pcinet_tx_reserve(tx, len, &sp);
+	if (unlikely(need < 0)) {
 		pcinet_chan_fault(np->chan, "tx consumer index");
-		pcinet_net_tx_drop(np, skb);
-		return NETDEV_TX_OK;
+		goto drop;
 	}
-	if (unlikely((u32)free < need)) {
+	if (unlikely(!need)) {
 		/* Unexpected: the queue stops while a record may not fit. */
 		netif_tx_stop_queue(txq);
+		/* G: pairs with H in the peer's pcinet_rx_publish() */
 		pcinet_tx_wait_space(tx);
 		napi_schedule(&np->napi);
-		pcinet_net_tx_drop(np, skb);
-		return NETDEV_TX_OK;
+		goto drop;
 	}
 
 	rec.len = cpu_to_le32(len);
@@ -206,15 +215,13 @@ static netdev_tx_t pcinet_xmit(struct sk_buff *skb, struct net_device *dev)
 		rec.crc = cpu_to_le32(pcinet_rec_crc(&rec, skb));
 	}
 	pcinet_tx_write(tx, 0, &rec, sizeof(rec));
-	pcinet_tx_span(tx, sizeof(rec), len, &sp);
 	if (skb_copy_bits(skb, 0, sp.p[0], sp.len[0]) ||
-	    (sp.len[1] && skb_copy_bits(skb, sp.len[0], sp.p[1], sp.len[1]))) {
-		pcinet_net_tx_drop(np, skb);
-		return NETDEV_TX_OK;
-	}
+	    (sp.len[1] && skb_copy_bits(skb, sp.len[0], sp.p[1], sp.len[1])))
+		goto drop;
 
 	/* BQL counts ring bytes; account before the peer can consume them. */
 	netdev_tx_sent_queue(txq, need);
+	/* A: pairs with B in the peer's pcinet_rx_avail() */
 	pcinet_tx_commit(tx, need);
 
 	u64_stats_update_begin(&np->tx_stats.syncp);
@@ -223,24 +230,16 @@ static netdev_tx_t pcinet_xmit(struct sk_buff *skb, struct net_device *dev)
 	u64_stats_update_end(&np->tx_stats.syncp);
 	dev_consume_skb_any(skb);
 
-	if ((u32)free - need < PCINET_TX_STOP) {
-		netif_tx_stop_queue(txq);
-		u64_stats_update_begin(&np->tx_stats.syncp);
-		u64_stats_inc(&np->tx_stats.stops);
-		u64_stats_update_end(&np->tx_stats.syncp);
-	}
-	if (netif_xmit_stopped(txq)) {
-		/*
-		 * Stopped by us or by BQL: ask the peer for a doorbell when it
-		 * consumes; NAPI then reaps and wakes.  If it consumed before
-		 * the request became visible, reap now instead of waiting.
-		 */
-		free = pcinet_tx_wait_space(tx);
-		if (free < 0 || tx->cons != np->tx_done)
-			napi_schedule(&np->napi);
-	}
+	pcinet_net_tx_maybe_stop(np, txq);
 	if (!netdev_xmit_more() || netif_xmit_stopped(txq))
 		pcinet_net_tx_kick(np);
+	return NETDEV_TX_OK;
+
+drop:
+	u64_stats_update_begin(&np->tx_stats.syncp);
+	u64_stats_inc(&np->tx_stats.dropped);
+	u64_stats_update_end(&np->tx_stats.syncp);
+	dev_kfree_skb_any(skb);
 	return NETDEV_TX_OK;
 }
 
@@ -281,6 +280,10 @@ static void pcinet_net_tx_reap(struct pcinet_net *np, bool refresh)
 		u64_stats_inc(&np->tx_stats.wakes);
 		u64_stats_update_end(&np->tx_stats.syncp);
 	}
+	/*
+	 * Withdraw our request for a doorbell, or (soft state) make it again:
+	 * G, pairs with H in the peer's pcinet_rx_publish().
+	 */
 	if (!netif_xmit_stopped(txq))
 		pcinet_tx_space_ok(tx);
 	else if (refresh && pcinet_tx_wait_space(tx) >= PCINET_TX_WAKE)
@@ -424,12 +427,13 @@ drop:
 	u64_stats_update_end(&np->rx_stats.syncp);
 }
 
+/*
+ * Give consumed space back (C); ring the peer if it waits for space (H:
+ * pairs with G in its pcinet_tx_wait_space()).
+ */
 static void pcinet_net_rx_give_back(struct pcinet_net *np)
 {
-	if (np->rx->cons == np->rx_published)
-		return;
-	np->rx_published = np->rx->cons;
-	if (pcinet_rx_publish(np->rx)) {
+	if (pcinet_rx_give_back(np->rx)) {
 		pcinet_chan_kick(np->chan);
 		u64_stats_update_begin(&np->rx_stats.syncp);
 		u64_stats_inc(&np->rx_stats.space_doorbells);
@@ -467,7 +471,7 @@ static int pcinet_poll(struct napi_struct *napi, int budget)
 		pcinet_rx_consume(rx, n);
 		work++;
 		/* Give room back as we go: a batch may be most of the ring. */
-		if (rx->cons - np->rx_published >= rx->size / 8)
+		if (pcinet_rx_give_back_due(rx))
 			pcinet_net_rx_give_back(np);
 	}
 	pcinet_net_rx_give_back(np);
@@ -509,9 +513,7 @@ static void pcinet_net_start(struct pcinet_net *np)
 	    !pcinet_chan_link_up(np->chan))
 		return;
 	netdev_tx_reset_queue(txq);
-	np->kick_base = np->tx->prod;
 	np->tx_done = np->tx->prod;
-	np->rx_published = np->rx->cons;
 	napi_enable(&np->napi);
 	__netif_tx_lock_bh(txq);
 	np->started = true;

@@ -116,6 +116,7 @@ void pcinet_tx_init(struct pcinet_tx *tx, void *data, u32 size,
 	tx->in = in;
 	tx->prod = 0;
 	tx->cons = 0;
+	tx->kick_base = 0;
 }
 
 /**
@@ -129,6 +130,7 @@ void pcinet_tx_reset(struct pcinet_tx *tx)
 {
 	tx->prod = 0;
 	tx->cons = 0;
+	tx->kick_base = 0;
 	WRITE_ONCE(tx->out->prod, cpu_to_le32(0));
 	WRITE_ONCE(tx->out->need_space, cpu_to_le32(0));
 }
@@ -185,6 +187,39 @@ void pcinet_tx_write(struct pcinet_tx *tx, u32 off, const void *buf, u32 len)
 }
 
 /**
+ * pcinet_tx_reserve - find room for one record of @len payload bytes
+ * @tx: the view
+ * @len: payload bytes
+ * @sp: filled in with where the payload goes: right after the record
+ *	header at the producer index (the header never wraps on a ring of
+ *	records; the payload may)
+ *
+ * Reads the consumer index the peer published (pcinet_tx_free(), D).
+ * Nothing is written: the caller writes the header at offset 0
+ * (pcinet_tx_write()) and the payload into @sp, then publishes the
+ * record with pcinet_tx_commit(@tx, size).
+ *
+ * Return: the record's size on the ring (pcinet_rec_size(@len)); 0 if
+ * it does not fit now (or ever: @len is larger than the ring); or
+ * -PCINET_EPROTO if the peer's consumer index is impossible.
+ */
+int pcinet_tx_reserve(struct pcinet_tx *tx, u32 len, struct pcinet_span *sp)
+{
+	int free = pcinet_tx_free(tx);
+	u32 size;
+
+	if (free < 0)
+		return free;
+	if (len > tx->size)
+		return 0;
+	size = pcinet_rec_size(len);
+	if ((u32)free < size)
+		return 0;
+	pcinet_tx_span(tx, sizeof(struct pcinet_rec), len, sp);
+	return (int)size;
+}
+
+/**
  * pcinet_tx_commit - publish @len written bytes to the consumer
  * @tx: the view
  * @len: bytes to publish
@@ -194,6 +229,20 @@ void pcinet_tx_commit(struct pcinet_tx *tx, u32 len)
 	tx->prod += len;
 	/* A: pairs with B in pcinet_rx_avail(); the record is visible first */
 	pcinet_store_release(&tx->out->prod, cpu_to_le32(tx->prod));
+}
+
+/**
+ * pcinet_tx_left - free bytes, as of the last reading of the consumer index
+ * @tx: the view
+ *
+ * No access to the window: what pcinet_tx_free() (or pcinet_tx_reserve())
+ * said, less what was committed since.
+ *
+ * Return: free bytes.
+ */
+u32 pcinet_tx_left(const struct pcinet_tx *tx)
+{
+	return tx->size - (tx->prod - tx->cons);
 }
 
 /**
@@ -212,6 +261,30 @@ bool pcinet_tx_need_kick(struct pcinet_tx *tx, u32 old_prod)
 	pcinet_mb();
 	event = le32_to_cpu(READ_ONCE(tx->in->event));
 	return pcinet_need_event(event, tx->prod, old_prod);
+}
+
+/**
+ * pcinet_tx_end_batch - the kick decision at the end of a batch
+ * @tx: the view
+ *
+ * The batch is what was committed since the last decision (from the kick
+ * base to the producer index).  Nothing new: no doorbell, and no barrier
+ * either.  Otherwise pcinet_tx_need_kick() on the batch (E), and the kick
+ * base moves to the producer index.  Call it after the last
+ * pcinet_tx_commit() of every batch; records committed without a decision
+ * are part of the next one.
+ *
+ * Return: true if the caller must ring the channel's doorbell.
+ */
+bool pcinet_tx_end_batch(struct pcinet_tx *tx)
+{
+	bool kick;
+
+	if (tx->prod == tx->kick_base)
+		return false;
+	kick = pcinet_tx_need_kick(tx, tx->kick_base);
+	tx->kick_base = tx->prod;
+	return kick;
 }
 
 /**
@@ -271,6 +344,7 @@ void pcinet_rx_init(struct pcinet_rx *rx, void *data, u32 size,
 	rx->in = in;
 	rx->cons = 0;
 	rx->prod = 0;
+	rx->published = 0;
 }
 
 /**
@@ -281,6 +355,7 @@ void pcinet_rx_reset(struct pcinet_rx *rx)
 {
 	rx->cons = 0;
 	rx->prod = 0;
+	rx->published = 0;
 	WRITE_ONCE(rx->out->cons, cpu_to_le32(0));
 	WRITE_ONCE(rx->out->event, cpu_to_le32(0));
 }
@@ -376,10 +451,14 @@ void pcinet_rx_consume(struct pcinet_rx *rx, u32 len)
  * pcinet_rx_publish - give consumed space back to the producer
  * @rx: the view
  *
+ * Publishes the consumer index even if it did not move; channels call
+ * pcinet_rx_give_back(), which does not.
+ *
  * Return: true if the producer asked for a doorbell when space frees up.
  */
 bool pcinet_rx_publish(struct pcinet_rx *rx)
 {
+	rx->published = rx->cons;
 	/* C: pairs with D in pcinet_tx_free(); our reads are done first */
 	pcinet_store_release(&rx->out->cons, cpu_to_le32(rx->cons));
 	/* H: pairs with G in pcinet_tx_wait_space() */
@@ -388,14 +467,50 @@ bool pcinet_rx_publish(struct pcinet_rx *rx)
 }
 
 /**
+ * pcinet_rx_give_back_due - is it time to give space back mid-batch?
+ * @rx: the view
+ *
+ * A consumer gives space back at least every eighth of the ring, so a
+ * batch that is most of the ring does not keep the producer waiting
+ * until it ends, and when it stops (pcinet_rx_give_back() either way).
+ *
+ * Return: true if an eighth of the ring or more was consumed since the
+ * last pcinet_rx_publish().
+ */
+bool pcinet_rx_give_back_due(const struct pcinet_rx *rx)
+{
+	return rx->cons - rx->published >= rx->size / 8;
+}
+
+/**
+ * pcinet_rx_give_back - give consumed space back, if there is any
+ * @rx: the view
+ *
+ * Nothing consumed since the last pcinet_rx_publish(): nothing to do.
+ * Otherwise pcinet_rx_publish() (C, then H).
+ *
+ * Return: true if the producer waits for space: the caller must ring the
+ * channel's doorbell.
+ */
+bool pcinet_rx_give_back(struct pcinet_rx *rx)
+{
+	if (rx->cons == rx->published)
+		return false;
+	return pcinet_rx_publish(rx);
+}
+
+/**
  * pcinet_rx_refresh - write the published consumer index again
  * @rx: the view
  *
- * Soft state, as pcinet_tx_refresh(); call only when everything consumed
- * has been published (pcinet_rx_publish()), so nothing new is released.
+ * Soft state, as pcinet_tx_refresh().  Only while everything consumed has
+ * been published (pcinet_rx_give_back()), so nothing new is released;
+ * otherwise it does nothing, and the next give-back writes the index.
  */
 void pcinet_rx_refresh(struct pcinet_rx *rx)
 {
+	if (rx->cons != rx->published)
+		return;
 	WRITE_ONCE(rx->out->cons, cpu_to_le32(rx->cons));
 }
 

@@ -19,8 +19,8 @@
  * that is what the virt_*() barriers are for (they never degrade to
  * compiler barriers on !SMP builds), so this file uses them and nothing
  * else.  A backend that maps the peer's inbox write-combining would need
- * mandatory barriers instead; it would change pcinet_wmb() and friends
- * here, in one place.
+ * mandatory barriers instead; it would change pcinet_load_acquire(),
+ * pcinet_store_release() and pcinet_mb() below, in one place.
  *
  * The ordering contract (letters are used in the comments at each site):
  *  A  producer: record stores, then store-release prod.
@@ -38,6 +38,22 @@
  *     before stopping).  Pairs with H.
  *  H  consumer: store cons, full barrier, load need_space (kick
  *     decision).  Pairs with G.
+ *
+ * The channel views.  struct pcinet_tx and struct pcinet_rx are all the
+ * bookkeeping a channel needs, and every channel (net, tty, the
+ * userspace peer of the stress test) keeps it here rather than on its
+ * own.  A producer finds room for a record with pcinet_tx_reserve() (or
+ * pcinet_tx_free() for a byte stream), writes it, publishes it with
+ * pcinet_tx_commit() (A) and, at the end of a batch, asks
+ * pcinet_tx_end_batch() whether to ring the consumer (E): the view
+ * remembers where the last batch ended (the kick base).  Short of room it
+ * asks for a doorbell with pcinet_tx_wait_space() (G).  A consumer reads
+ * records with pcinet_rx_peek_rec() (B), marks them consumed with
+ * pcinet_rx_consume(), gives the space back with pcinet_rx_give_back()
+ * (C, H) whenever pcinet_rx_give_back_due() says so and when it stops,
+ * and re-arms with pcinet_rx_arm() (F) before it sleeps.  The caller owns
+ * the locking (one producer and one consumer per view at a time) and
+ * rings the doorbell when a helper says so.
  */
 #ifndef _PCINET_RING_H
 #define _PCINET_RING_H
@@ -64,6 +80,8 @@
  * @size: ring size, a power of two
  * @prod: local copy of the published producer index
  * @cons: consumer index as last read
+ * @kick_base: producer index at the last kick decision
+ *	(pcinet_tx_end_batch()): where the batch being decided starts
  * @out: the peer's control inbox for this channel (we write prod,
  *	need_space)
  * @in: our control inbox for this channel (the peer writes cons, event)
@@ -73,6 +91,7 @@ struct pcinet_tx {
 	u32 size;
 	u32 prod;
 	u32 cons;
+	u32 kick_base;
 	struct pcinet_chan_ctrl *out;
 	const struct pcinet_chan_ctrl *in;
 };
@@ -83,6 +102,7 @@ struct pcinet_tx {
  * @size: ring size, a power of two
  * @cons: local consumer index, published by pcinet_rx_publish()
  * @prod: producer index as last read and validated
+ * @published: consumer index last published (pcinet_rx_publish())
  * @out: the peer's control inbox for this channel (we write cons, event)
  * @in: our control inbox for this channel (the peer writes prod,
  *	need_space)
@@ -92,6 +112,7 @@ struct pcinet_rx {
 	u32 size;
 	u32 cons;
 	u32 prod;
+	u32 published;
 	struct pcinet_chan_ctrl *out;
 	const struct pcinet_chan_ctrl *in;
 };
@@ -190,8 +211,11 @@ int pcinet_tx_free(struct pcinet_tx *tx);
 void pcinet_tx_span(struct pcinet_tx *tx, u32 off, u32 len,
 		    struct pcinet_span *sp);
 void pcinet_tx_write(struct pcinet_tx *tx, u32 off, const void *buf, u32 len);
+int pcinet_tx_reserve(struct pcinet_tx *tx, u32 len, struct pcinet_span *sp);
 void pcinet_tx_commit(struct pcinet_tx *tx, u32 len);
+u32 pcinet_tx_left(const struct pcinet_tx *tx);
 bool pcinet_tx_need_kick(struct pcinet_tx *tx, u32 old_prod);
+bool pcinet_tx_end_batch(struct pcinet_tx *tx);
 int pcinet_tx_wait_space(struct pcinet_tx *tx);
 void pcinet_tx_space_ok(struct pcinet_tx *tx);
 void pcinet_tx_refresh(struct pcinet_tx *tx);
@@ -208,6 +232,8 @@ void pcinet_rx_span(struct pcinet_rx *rx, u32 off, u32 len,
 void pcinet_rx_read(struct pcinet_rx *rx, u32 off, void *buf, u32 len);
 void pcinet_rx_consume(struct pcinet_rx *rx, u32 len);
 bool pcinet_rx_publish(struct pcinet_rx *rx);
+bool pcinet_rx_give_back_due(const struct pcinet_rx *rx);
+bool pcinet_rx_give_back(struct pcinet_rx *rx);
 bool pcinet_rx_arm(struct pcinet_rx *rx);
 void pcinet_rx_refresh(struct pcinet_rx *rx);
 

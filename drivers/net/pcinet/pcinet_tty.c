@@ -62,6 +62,7 @@
 #include <linux/workqueue.h>
 
 #include "pcinet_chan.h"
+#include "pcinet_compat.h"
 
 #define PCINET_TTY_NAME		"ttyPCI"
 #define PCINET_TTY_MINORS	16
@@ -84,22 +85,6 @@
 /* How long a console write waits for a busy tx ring before dropping. */
 #define PCINET_CON_SPIN_US	100
 
-/*
- * Compat with older kernels (6.1 is supported), in one place.  Before 6.2
- * carrier_raised() returned int and dtr_rts() took an int; before 6.6
- * write() counted in int.  The ops members' types pick the variant to plug
- * in (the *_int functions), not a version number, so kernels with the
- * change backported get the right one; the other variant is discarded.
- */
-enum {
-	PCINET_TTY_INT_PORT_OPS =
-		__same_type(((struct tty_port *)NULL)->ops->carrier_raised,
-			    int (*)(struct tty_port *)),
-	PCINET_TTY_INT_WRITE =
-		__same_type(((struct tty_driver *)NULL)->ops->write,
-			    int (*)(struct tty_struct *, const u8 *, int)),
-};
-
 /**
  * struct pcinet_tty - the tty front-end of one link
  * @port: the tty port; its reference count keeps this structure alive
@@ -115,9 +100,7 @@ enum {
  * @tx_waiting: we asked the peer for a doorbell on free space; @tx_lock
  * @tx_fault: write() found the peer's consumer index impossible; @tx_lock
  * @refresh: the link ticked: @rx_work writes our ring words again
- * @kick_base: producer index at the last kick decision; @tx_lock
  * @rx_work: reaps tx space for writers, drains the rx ring
- * @rx_published: consumer index last published to the peer; @rx_work
  * @rx_open: the tty is open: consume what arrives
  * @throttled: the line discipline asked us to stop
  * @carrier: carrier as last acted upon; link callbacks only
@@ -141,9 +124,7 @@ struct pcinet_tty {
 	bool tx_waiting;
 	bool tx_fault;
 	bool refresh;
-	u32 kick_base;
 	struct delayed_work rx_work;
-	u32 rx_published;
 	bool rx_open;
 	bool throttled;
 	bool carrier;
@@ -210,7 +191,7 @@ static void pcinet_tty_put_rec(struct pcinet_tty *pt, const u8 *buf, u32 n)
 	rec.crc = cpu_to_le32(pcinet_tty_crc(&rec, buf, n));
 	pcinet_tx_write(pt->tx, 0, &rec, sizeof(rec));
 	pcinet_tx_write(pt->tx, sizeof(rec), buf, n);
-	/* A: pcinet_tx_commit() publishes prod with a store-release. */
+	/* A: pairs with B in the peer's pcinet_rx_avail() */
 	pcinet_tx_commit(pt->tx, pcinet_rec_size(n));
 	pt->icount.tx += n;
 }
@@ -261,14 +242,14 @@ static u32 pcinet_tty_tx_room(struct pcinet_tty *pt)
 	return free < 0 ? 0 : free;
 }
 
-/* Ring the peer if it sleeps on what we published.  Caller holds tx_lock. */
+/*
+ * The end of a batch: ring the peer if it sleeps on what we published
+ * (E: pairs with F in its pcinet_rx_arm()).  Caller holds tx_lock.
+ */
 static void pcinet_tty_tx_kick(struct pcinet_tty *pt)
 {
-	if (pt->tx->prod == pt->kick_base)
-		return;
-	if (pcinet_tx_need_kick(pt->tx, pt->kick_base))
+	if (pcinet_tx_end_batch(pt->tx))
 		pcinet_chan_kick(pt->chan);
-	pt->kick_base = pt->tx->prod;
 }
 
 static ssize_t pcinet_tty_write(struct tty_struct *tty, const u8 *buf,
@@ -347,13 +328,13 @@ static unsigned int pcinet_tty_chars_in_buffer(struct tty_struct *tty)
 
 /* ----- receive ----- */
 
-/* Give consumed space back; ring the peer if its writer waits for it. */
+/*
+ * Give consumed space back (C); ring the peer if its writer waits for it
+ * (H: pairs with G in its pcinet_tx_wait_space()).
+ */
 static void pcinet_tty_give_back(struct pcinet_tty *pt)
 {
-	if (pt->rx->cons == pt->rx_published)
-		return;
-	pt->rx_published = pt->rx->cons;
-	if (pcinet_rx_publish(pt->rx))
+	if (pcinet_rx_give_back(pt->rx))
 		pcinet_chan_kick(pt->chan);
 }
 
@@ -384,7 +365,7 @@ static int pcinet_tty_rx_rec(struct pcinet_tty *pt, bool *empty)
 	int size;
 	u32 len;
 
-	/* B: peek_rec reads prod with a load-acquire before the record. */
+	/* B: pairs with A in the peer's pcinet_tx_commit() */
 	size = pcinet_rx_peek_rec(rx, &rec, PCINET_TTY_REC_MAX);
 	if (unlikely(size < 0)) {
 		pcinet_chan_fault(pt->chan, "rx record");
@@ -395,7 +376,7 @@ static int pcinet_tty_rx_rec(struct pcinet_tty *pt, bool *empty)
 		return 0;
 	len = le32_to_cpu(rec.len);
 	pcinet_rx_read(rx, sizeof(rec), pt->rx_buf, len);
-	/* C: the space goes back (store-release of cons) after the copy. */
+	/* Given back (C) only after the copy, by pcinet_tty_give_back(). */
 	pcinet_rx_consume(rx, size);
 	/* Checked on our copy: what the window says now no longer matters. */
 	if (unlikely(!(rec.flags & cpu_to_le16(PCINET_REC_F_CRC)) ||
@@ -461,7 +442,7 @@ again:
 			break;
 		budget -= min_t(u32, budget, max(len, 1));
 		/* Give room back as we go: the writer may wait for it. */
-		if (rx->cons - pt->rx_published >= rx->size / 8)
+		if (pcinet_rx_give_back_due(rx))
 			pcinet_tty_give_back(pt);
 	}
 	pcinet_tty_give_back(pt);
@@ -505,6 +486,7 @@ static void pcinet_tty_rx_work(struct work_struct *work)
 	pt->refresh = false;
 	if (refresh) {
 		pcinet_tx_refresh(pt->tx);
+		/* G: pairs with H in the peer's pcinet_rx_publish() */
 		if (pt->tx_waiting && pcinet_tx_wait_space(pt->tx) < 0)
 			pt->tx_fault = true;
 	}
@@ -530,8 +512,8 @@ static void pcinet_tty_rx_work(struct work_struct *work)
 	if (wake)
 		tty_port_tty_wakeup(&pt->port);
 	pcinet_tty_rx(pt);
-	/* Everything consumed is published (unless a fault stopped us). */
-	if (refresh && pt->rx->cons == pt->rx_published)
+	/* Only if everything consumed is published (no fault stopped us). */
+	if (refresh)
 		pcinet_rx_refresh(pt->rx);
 }
 
@@ -589,10 +571,8 @@ static void pcinet_tty_start(void *priv)
 	unsigned long flags;
 
 	raw_spin_lock_irqsave(&pt->tx_lock, flags);
-	pt->kick_base = pt->tx->prod;
 	pt->tx_waiting = false;
 	pt->tx_fault = false;
-	pt->rx_published = pt->rx->cons;
 	pt->running = true;
 	raw_spin_unlock_irqrestore(&pt->tx_lock, flags);
 
@@ -691,24 +671,13 @@ static void pcinet_tty_destruct(struct tty_port *port)
 	kfree(pt);
 }
 
-/* Compat (PCINET_TTY_INT_PORT_OPS): kernels before 6.2 */
-static int pcinet_tty_carrier_raised_int(struct tty_port *port)
-{
-	return pcinet_tty_carrier_raised(port);
-}
-
-static void pcinet_tty_dtr_rts_int(struct tty_port *port, int active)
-{
-	pcinet_tty_dtr_rts(port, active);
-}
+/* 6.1 (pcinet_compat.h) */
+DEFINE_PCINET_COMPAT_TTY(pcinet_tty_carrier_raised, pcinet_tty_dtr_rts,
+			 pcinet_tty_write)
 
 static const struct tty_port_operations pcinet_tty_port_ops = {
-	.carrier_raised = __builtin_choose_expr(PCINET_TTY_INT_PORT_OPS,
-						pcinet_tty_carrier_raised_int,
-						pcinet_tty_carrier_raised),
-	.dtr_rts = __builtin_choose_expr(PCINET_TTY_INT_PORT_OPS,
-					 pcinet_tty_dtr_rts_int,
-					 pcinet_tty_dtr_rts),
+	.carrier_raised = pcinet_compat_carrier_raised(pcinet_tty_carrier_raised),
+	.dtr_rts = pcinet_compat_dtr_rts(pcinet_tty_dtr_rts),
 	.activate = pcinet_tty_activate,
 	.shutdown = pcinet_tty_shutdown,
 	.destruct = pcinet_tty_destruct,
@@ -813,21 +782,13 @@ static int pcinet_tty_get_icount(struct tty_struct *tty,
 	return 0;
 }
 
-/* Compat (PCINET_TTY_INT_WRITE): kernels before 6.6 */
-static int pcinet_tty_write_int(struct tty_struct *tty, const u8 *buf,
-				int count)
-{
-	return pcinet_tty_write(tty, buf, count);
-}
-
 static const struct tty_operations pcinet_tty_ops = {
 	.install = pcinet_tty_install,
 	.cleanup = pcinet_tty_cleanup,
 	.open = pcinet_tty_open,
 	.close = pcinet_tty_close,
 	.hangup = pcinet_tty_hangup,
-	.write = __builtin_choose_expr(PCINET_TTY_INT_WRITE,
-				       pcinet_tty_write_int, pcinet_tty_write),
+	.write = pcinet_compat_write(pcinet_tty_write),
 	.write_room = pcinet_tty_write_room,
 	.chars_in_buffer = pcinet_tty_chars_in_buffer,
 	.tiocmget = pcinet_tty_tiocmget,

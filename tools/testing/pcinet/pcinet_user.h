@@ -41,7 +41,16 @@ typedef uint64_t __le64;
 
 #define virt_load_acquire(p)	__atomic_load_n(p, __ATOMIC_ACQUIRE)
 #define virt_store_release(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
-#define virt_mb()		__atomic_thread_fence(__ATOMIC_SEQ_CST)
+/*
+ * Full barriers are counted, so the unit tests can tell a decision that
+ * needs none (the "nothing new" early-outs) from one that does.  Weak: one
+ * definition per program, whichever files include this.
+ */
+__attribute__((weak)) unsigned long pcinet_user_mb_count;
+#define virt_mb()	do {						\
+	pcinet_user_mb_count++;						\
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);			\
+} while (0)
 
 #define min(a, b)	((a) < (b) ? (a) : (b))
 

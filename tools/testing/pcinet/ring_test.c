@@ -252,8 +252,10 @@ static void fx_seek(struct fx *f, u32 idx)
 {
 	f->tx.prod = idx;
 	f->tx.cons = idx;
+	f->tx.kick_base = idx;
 	f->rx.cons = idx;
 	f->rx.prod = idx;
+	f->rx.published = idx;
 	f->to_c->prod = cpu_to_le32(idx);
 	f->to_c->need_space = 0;
 	f->to_p->cons = cpu_to_le32(idx);
@@ -319,22 +321,31 @@ static void rec_hdr(struct pcinet_rec *rec, u32 seq, u32 len)
 }
 
 /*
- * Send record @seq with @len payload bytes, as the net driver would.
+ * Send record @seq with @len payload bytes, as the net driver would:
+ * reserve, header, payload into the span, commit.
  * Return: 1 sent, 0 no room, -1 failure.
  */
 static int send_rec(struct fx *f, u32 seq, u32 len)
 {
+	struct pcinet_span sp;
 	struct pcinet_rec rec;
-	int room = pcinet_tx_free(&f->tx);
+	int size = pcinet_tx_reserve(&f->tx, len, &sp);
 
-	CHECK(room >= 0 && (u32)room <= f->size, "tx_free %d", room);
-	if ((u32)room < pcinet_rec_size(len))
+	CHECK(size >= 0, "tx_reserve %d", size);
+	if (!size) {
+		CHECK((u32)pcinet_tx_free(&f->tx) < pcinet_rec_size(len),
+		      "record %u (%u bytes) refused with room", seq, len);
 		return 0;
+	}
+	CHECK((u32)size == pcinet_rec_size(len), "tx_reserve %d for %u",
+	      size, len);
+	TRY(span_ok(f, &sp, len));
 	rec_hdr(&rec, seq, len);
 	fill(buf_tx, len, seq);
 	pcinet_tx_write(&f->tx, 0, &rec, sizeof(rec));
-	pcinet_tx_write(&f->tx, REC_HDR, buf_tx, len);
-	pcinet_tx_commit(&f->tx, pcinet_rec_size(len));
+	memcpy(sp.p[0], buf_tx, sp.len[0]);
+	memcpy(sp.p[1], buf_tx + sp.len[0], sp.len[1]);
+	pcinet_tx_commit(&f->tx, size);
 	return 1;
 }
 
@@ -873,6 +884,207 @@ static int t_need_space(struct fx *f, const struct tcase *tc __maybe_unused)
 	CHECK(pcinet_rx_publish(&f->rx), "");
 	pcinet_tx_space_ok(&f->tx);
 	CHECK(!pcinet_rx_publish(&f->rx), "");
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The channel view: kick base, give-back, reserve                     */
+/* ------------------------------------------------------------------ */
+
+/* pcinet_tx_end_batch(): the kick decision, with the kick base. */
+static int t_end_batch(struct fx *f, const struct tcase *tc)
+{
+	u32 s = tc->start, r1 = pcinet_rec_size(10), i;
+	unsigned long mb;
+
+	/* nothing published: no doorbell, and not even a barrier */
+	mb = pcinet_user_mb_count;
+	CHECK(!pcinet_tx_end_batch(&f->tx), "empty batch kicked");
+	CHECK(pcinet_user_mb_count == mb, "early-out issued a barrier");
+	CHECK(f->tx.kick_base == s, "");
+
+	/* the consumer sleeps at s: the first batch kicks, then nothing new */
+	CHECK(!pcinet_rx_arm(&f->rx), "");
+	TRY(send_ok(f, 0, 10));
+	mb = pcinet_user_mb_count;
+	CHECK(pcinet_tx_end_batch(&f->tx), "sleeping consumer not kicked");
+	CHECK(pcinet_user_mb_count == mb + 1, "kick decision without E");
+	CHECK(f->tx.kick_base == s + r1, "kick base not moved");
+	mb = pcinet_user_mb_count;
+	CHECK(!pcinet_tx_end_batch(&f->tx), "nothing new, yet kicked");
+	CHECK(pcinet_user_mb_count == mb, "early-out issued a barrier");
+
+	/* it polls (its event stays behind): no kick, the base moves on */
+	TRY(send_ok(f, 1, 10));
+	TRY(send_ok(f, 2, 10));
+	CHECK(!pcinet_tx_end_batch(&f->tx), "polling consumer kicked");
+	CHECK(f->tx.kick_base == s + 3 * r1, "");
+
+	/* it drains, gives back, arms and sleeps */
+	for (i = 0; i < 3; i++)
+		TRY(recv_rec(f, i, 10, i & 1));
+	CHECK(!pcinet_rx_give_back(&f->rx), "");
+	CHECK(!pcinet_rx_arm(&f->rx), "");
+
+	/* records committed without a decision belong to the next batch */
+	TRY(send_ok(f, 3, 10));
+	TRY(send_ok(f, 4, 10));
+	CHECK(pcinet_tx_end_batch(&f->tx),
+	      "records without a decision lost their doorbell");
+	CHECK(f->tx.kick_base == s + 5 * r1, "");
+
+	/* the consumer armed behind the base: the old batch kicks no more */
+	f->to_p->event = cpu_to_le32(s + 4 * r1);
+	TRY(send_ok(f, 5, 10));
+	CHECK(!pcinet_tx_end_batch(&f->tx), "event before the batch kicked");
+
+	/* a reset starts the base over at zero */
+	pcinet_tx_reset(&f->tx);
+	CHECK(f->tx.kick_base == 0, "");
+	mb = pcinet_user_mb_count;
+	CHECK(!pcinet_tx_end_batch(&f->tx), "");
+	CHECK(pcinet_user_mb_count == mb, "");
+	return 0;
+}
+
+/* pcinet_rx_give_back(), _due(), and rx_refresh() after them. */
+static int t_give_back(struct fx *f, const struct tcase *tc)
+{
+	u32 s = tc->start, r1 = pcinet_rec_size(100), eighth = f->size / 8;
+	u32 n = f->size / r1, i, sent = 0;
+	unsigned long mb;
+
+	/* nothing consumed: nothing published, no barrier, no kick */
+	mb = pcinet_user_mb_count;
+	CHECK(!pcinet_rx_give_back(&f->rx), "");
+	CHECK(pcinet_user_mb_count == mb, "early-out issued a barrier");
+	CHECK(!pcinet_rx_give_back_due(&f->rx), "");
+
+	/* a full ring and a producer waiting for room */
+	for (i = 0; i < n; i++)
+		TRY(send_ok(f, i, 100));
+	CHECK(pcinet_tx_wait_space(&f->tx) == (int)(f->size - n * r1), "");
+
+	/* consumed, not given back: the producer does not see it yet */
+	TRY(recv_rec(f, 0, 100, false));
+	CHECK(le32_to_cpu(f->to_p->cons) == s, "consumed is not published");
+	CHECK(pcinet_tx_free(&f->tx) == (int)(f->size - n * r1), "");
+	pcinet_rx_refresh(&f->rx);
+	CHECK(le32_to_cpu(f->to_p->cons) == s,
+	      "refresh released an unpublished index");
+
+	/* due only from an eighth of the ring on */
+	for (i = 1; f->rx.cons - s < eighth; i++) {
+		CHECK(!pcinet_rx_give_back_due(&f->rx), "due at %u bytes",
+		      f->rx.cons - s);
+		TRY(recv_rec(f, i, 100, i & 1));
+	}
+	CHECK(pcinet_rx_give_back_due(&f->rx), "not due at %u of %u",
+	      f->rx.cons - s, f->size);
+
+	/* giving back publishes cons (C) and, with need_space, kicks (H) */
+	mb = pcinet_user_mb_count;
+	CHECK(pcinet_rx_give_back(&f->rx), "waiting producer not kicked");
+	CHECK(pcinet_user_mb_count == mb + 1, "give-back without H");
+	CHECK(le32_to_cpu(f->to_p->cons) == f->rx.cons, "");
+	CHECK(f->rx.published == f->rx.cons, "");
+	CHECK(!pcinet_rx_give_back_due(&f->rx), "");
+	CHECK(pcinet_tx_free(&f->tx) == (int)(f->size - (n - i) * r1), "");
+
+	/* again with nothing new: no second kick */
+	CHECK(!pcinet_rx_give_back(&f->rx), "nothing new, yet kicked");
+
+	/* refresh writes back exactly what was published */
+	f->to_p->cons = cpu_to_le32(0xdeadbeef);
+	pcinet_rx_refresh(&f->rx);
+	CHECK(le32_to_cpu(f->to_p->cons) == f->rx.cons, "refresh");
+
+	/* the producer withdrew its request: give-backs publish, no kick */
+	pcinet_tx_space_ok(&f->tx);
+	TRY(recv_rec(f, i, 100, false));
+	CHECK(!pcinet_rx_give_back(&f->rx), "kicked after space_ok");
+	CHECK(le32_to_cpu(f->to_p->cons) == f->rx.cons, "");
+	sent = n;
+	for (i++; i < sent; i++)
+		TRY(recv_rec(f, i, 100, i & 1));
+	CHECK(!pcinet_rx_give_back(&f->rx), "");
+	CHECK(pcinet_tx_free(&f->tx) == (int)f->size, "");
+
+	/* a reset forgets what was published */
+	pcinet_rx_reset(&f->rx);
+	CHECK(f->rx.published == 0 && !f->to_p->cons, "");
+	return 0;
+}
+
+/* pcinet_tx_reserve() and pcinet_tx_left(): room, the span, a full ring. */
+static int t_reserve(struct fx *f, const struct tcase *tc)
+{
+	u32 s = tc->start, adv, tail, len, i;
+	struct pcinet_span sp;
+	int r;
+
+	/* the empty ring: any record up to the ring fits, the span after
+	 * the header; one larger than the ring never does
+	 */
+	r = pcinet_tx_reserve(&f->tx, 0, &sp);
+	CHECK(r == (int)pcinet_rec_size(0), "reserve(0) = %d", r);
+	CHECK(sp.len[0] == 0 && sp.len[1] == 0, "");
+	r = pcinet_tx_reserve(&f->tx, f->size - REC_HDR, &sp);
+	CHECK(r == (int)f->size, "the whole ring: %d", r);
+	TRY(span_ok(f, &sp, f->size - REC_HDR));
+	CHECK(pcinet_tx_reserve(&f->tx, f->size - REC_HDR + 1, &sp) == 0, "");
+	CHECK(pcinet_tx_reserve(&f->tx, f->size, &sp) == 0, "");
+	CHECK(pcinet_tx_reserve(&f->tx, 0xffffffffu, &sp) == 0,
+	      "a huge length wrapped to a small record");
+	CHECK(pcinet_tx_left(&f->tx) == f->size, "");
+	CHECK(f->tx.prod == s && le32_to_cpu(f->to_c->prod) == s,
+	      "reserve published something");
+
+	/* to the last slot: the span starts after the header and wraps */
+	adv = (f->size - 64 - (s & (f->size - 1))) & (f->size - 1);
+	if (adv) {
+		TRY(send_ok(f, 1000, adv - REC_HDR));
+		TRY(recv_rec(f, 1000, adv - REC_HDR, false));
+		CHECK(!pcinet_rx_give_back(&f->rx), "");
+	}
+	tail = 64 - REC_HDR;
+	len = tail + 100;
+	r = pcinet_tx_reserve(&f->tx, len, &sp);
+	CHECK(r == (int)pcinet_rec_size(len), "");
+	TRY(span_ok(f, &sp, len));
+	CHECK(sp.p[0] == f->data + f->size - tail, "");
+	CHECK(sp.len[0] == tail && sp.len[1] == 100, "pieces %u+%u",
+	      sp.len[0], sp.len[1]);
+	TRY(send_ok(f, 0, len));
+	CHECK(pcinet_tx_left(&f->tx) == f->size - pcinet_rec_size(len), "");
+	TRY(recv_rec(f, 0, len, true));
+	CHECK(!pcinet_rx_give_back(&f->rx), "");
+
+	/* fill the ring: reserve says 0 at the end, exactly */
+	for (i = 0; pcinet_tx_left(&f->tx) >= pcinet_rec_size(100); i++)
+		TRY(send_ok(f, 1 + i, 100));
+	len = pcinet_tx_left(&f->tx);
+	if (len >= pcinet_rec_size(0)) {
+		r = pcinet_tx_reserve(&f->tx, len - REC_HDR + 1, &sp);
+		CHECK(r == 0, "a record past the free space: %d", r);
+		r = pcinet_tx_reserve(&f->tx, len - REC_HDR, &sp);
+		CHECK(r == (int)len, "the last free bytes: %d of %u", r, len);
+		TRY(send_ok(f, 1 + i++, len - REC_HDR));
+	}
+	CHECK(pcinet_tx_left(&f->tx) == 0, "");
+	CHECK(pcinet_tx_reserve(&f->tx, 0, &sp) == 0, "reserved in a full ring");
+
+	/* consumed is not free until given back; then it is again */
+	TRY(recv_rec(f, 1, 100, false));
+	CHECK(pcinet_tx_reserve(&f->tx, 0, &sp) == 0, "freed before give-back");
+	pcinet_rx_give_back(&f->rx);
+	CHECK(pcinet_tx_reserve(&f->tx, 100, &sp) == (int)pcinet_rec_size(100),
+	      "");
+	CHECK(pcinet_tx_left(&f->tx) == pcinet_rec_size(100), "");
+
+	/* an impossible consumer index is an error, not room */
+	f->to_p->cons = cpu_to_le32(f->tx.prod + 64);
+	CHECK(pcinet_tx_reserve(&f->tx, 0, &sp) == EPROTO_RET, "");
 	return 0;
 }
 
@@ -2026,6 +2238,14 @@ static const struct tcase cases[] = {
 	{ "kick: need_space",			t_need_space,	K4, NET, 0 },
 	{ "kick: need_space",			t_need_space,	K4, NET, 0xffffffc0u },
 
+	{ "view: kick decision, kick base",	t_end_batch,	K4, NET, 0 },
+	{ "view: kick decision, kick base",	t_end_batch,	K4, NET, 0xffffffc0u },
+	{ "view: give-back",			t_give_back,	K4, NET, 0 },
+	{ "view: give-back",			t_give_back,	K4, NET, 0xffffff80u },
+	{ "view: reserve, wrap, full ring",	t_reserve,	K4, NET, 0 },
+	{ "view: reserve, wrap, full ring",	t_reserve,	K4, NET, K4 - 64 },
+	{ "view: reserve, wrap, full ring",	t_reserve,	K4, NET, 0xffffffc0u },
+
 	{ "bogus: prod behind cons",		t_bad_prod_behind, K4, NET, 0 },
 	{ "bogus: prod behind cons",		t_bad_prod_behind, K4, NET, 0xffffffc0u },
 	{ "bogus: prod behind cons (bytes)",	t_bad_prod_behind, K64, TTY, 0 },
@@ -2356,11 +2576,15 @@ static int st_watch(struct st_side *sd, int c, bool ready, double *since,
 	return 0;
 }
 
-/* End of a producer batch: the kick decision. */
-static void st_tx_kick(struct st_side *sd, int c, u32 old_prod)
+/*
+ * End of a producer batch: the kick decision, as the driver's.  Also
+ * after a batch that sent nothing (@sent false): the early-out.
+ */
+static void st_tx_kick(struct st_side *sd, int c, bool sent)
 {
-	sd->st[c].batches++;
-	if (pcinet_tx_need_kick(&sd->tx[c], old_prod)) {
+	if (sent)
+		sd->st[c].batches++;
+	if (pcinet_tx_end_batch(&sd->tx[c])) {
 		st_ring(sd, c, DB_DATA);
 		sd->st[c].kicks++;
 	}
@@ -2399,7 +2623,7 @@ static int st_net_tx(struct st_side *sd)
 	const int c = PCINET_CHAN_NET;
 	struct st_tx_ep *ep = &sd->etx[c];
 	struct pcinet_tx *tx = &sd->tx[c];
-	u32 old = tx->prod, batch, n;
+	u32 batch, n;
 	int r = 0;
 
 	r = st_tx_begin(sd, c);
@@ -2408,24 +2632,32 @@ static int st_net_tx(struct st_side *sd)
 	batch = 1 + rnd_below(&sd->rs, 16);
 	for (n = 0; n < batch; n++) {
 		u32 len = st_rec_len(sd->id, ep->seq);
+		struct pcinet_span sp;
 		struct pcinet_rec rec;
+		int size;
 
 		r = st_tx_room(sd, c, pcinet_rec_size(len));
 		if (r <= 0)
 			break;
+		/* as the driver's xmit: header, then payload into the span */
+		size = pcinet_tx_reserve(tx, len, &sp);
+		if (size != (int)pcinet_rec_size(len)) {
+			r = st_fail(sd, "net tx: reserve %d after room", size);
+			break;
+		}
 		rec_hdr(&rec, (u32)ep->seq, len);
 		st_make_payload(sd->id, ep->seq, sd->buf, len);
 		pcinet_tx_write(tx, 0, &rec, sizeof(rec));
-		pcinet_tx_write(tx, REC_HDR, sd->buf, len);
-		pcinet_tx_commit(tx, pcinet_rec_size(len));
+		memcpy(sp.p[0], sd->buf, sp.len[0]);
+		memcpy(sp.p[1], sd->buf + sp.len[0], sp.len[1]);
+		pcinet_tx_commit(tx, size);
 		ep->seq++;
 		sd->st[c].tx_units++;
 		sd->st[c].tx_bytes += len;
 	}
 	if (r < 0)
 		return -1;
-	if (n)
-		st_tx_kick(sd, c, old);
+	st_tx_kick(sd, c, n > 0);
 	return n > 0;
 }
 
@@ -2434,7 +2666,7 @@ static int st_tty_tx(struct st_side *sd)
 	const int c = PCINET_CHAN_TTY;
 	struct st_tx_ep *ep = &sd->etx[c];
 	struct pcinet_tx *tx = &sd->tx[c];
-	u32 old = tx->prod, chunks, n, total = 0;
+	u32 chunks, n, total = 0;
 	int r = 0;
 
 	r = st_tx_begin(sd, c);
@@ -2475,25 +2707,30 @@ static int st_tty_tx(struct st_side *sd)
 		return -1;
 	sd->st[c].tx_units += total;
 	sd->st[c].tx_bytes += total;
-	if (total)
-		st_tx_kick(sd, c, old);
+	st_tx_kick(sd, c, total > 0);
 	return total > 0;
 }
 
+/* Give consumed space back, kicking a waiting producer, as the driver. */
+static void st_give_back(struct st_side *sd, int c)
+{
+	if (pcinet_rx_give_back(&sd->rx[c])) {
+		st_ring(sd, c, DB_SPACE);
+		sd->st[c].space_kicks++;
+	}
+}
+
 /*
- * Common consumer epilogue, NAPI style: give the space back (kicking a
- * waiting producer); if the ring ran dry within the budget, arm and
- * sleep unless something arrived meanwhile.
+ * Common consumer epilogue, NAPI style: give the space back; if the ring
+ * ran dry within the budget, arm and sleep unless something arrived
+ * meanwhile.
  */
-static void st_rx_end(struct st_side *sd, int c, bool dry, bool consumed)
+static void st_rx_end(struct st_side *sd, int c, bool dry)
 {
 	struct st_rx_ep *ep = &sd->erx[c];
 	u32 snap;
 
-	if (consumed && pcinet_rx_publish(&sd->rx[c])) {
-		st_ring(sd, c, DB_SPACE);
-		sd->st[c].space_kicks++;
-	}
+	st_give_back(sd, c);
 	if (!dry)
 		return;
 	/* read the doorbell before arming: no kick after the arm is lost */
@@ -2592,8 +2829,10 @@ static int st_net_rx(struct st_side *sd)
 		ep->seq++;
 		sd->st[c].rx_units++;
 		sd->st[c].rx_bytes += len;
+		if (pcinet_rx_give_back_due(rx))
+			st_give_back(sd, c);
 	}
-	st_rx_end(sd, c, dry, n > 0);
+	st_rx_end(sd, c, dry);
 	return n > 0;
 }
 
@@ -2644,10 +2883,12 @@ static int st_tty_rx(struct st_side *sd)
 		pcinet_rx_consume(rx, len);
 		ep->seq += len;
 		total += len;
+		if (pcinet_rx_give_back_due(rx))
+			st_give_back(sd, c);
 	}
 	sd->st[c].rx_units += total;
 	sd->st[c].rx_bytes += total;
-	st_rx_end(sd, c, dry, total > 0);
+	st_rx_end(sd, c, dry);
 	return total > 0;
 bad:
 	return st_fail(sd, "tty rx: stream byte %" PRIu64 " differs",
