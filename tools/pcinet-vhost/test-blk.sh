@@ -17,7 +17,6 @@ QSD=${QSD:-qemu-storage-daemon}
 TEST=./vu_blk_test
 IMG_MIB=64
 SECTORS=$((IMG_MIB * 2048))
-QSIZE=128
 pass=0
 fail=0
 args=()
@@ -65,7 +64,7 @@ for ((i = 0; i < 50; i++)); do
 done
 check "qemu-storage-daemon listens on $sock" test -S "$sock"
 
-timeout 120 "$TEST" -s "$sock" -q $QSIZE -e $SECTORS -d "$dir/expect" "${args[@]}"
+timeout 120 "$TEST" -s "$sock" -e $SECTORS -d "$dir/expect" "${args[@]}"
 check "vu_blk_test exits 0" test $? -eq 0
 
 kill "$qsd_pid"
@@ -78,9 +77,10 @@ check "qemu-storage-daemon logged no errors" eval '! grep -qiE "panic|error" "$d
 
 check "image sectors 8-23 hold what was written (dd | cmp)" \
 	eval 'dd if="$img" bs=512 skip=8 count=16 status=none | cmp -s - "$dir/expect"'
-wrap_sectors=$(( (3 * QSIZE + 5) * 8 ))
+# As many sectors as vu_blk_test says it wrote (it depends on -q).
+wrap_sectors=$(( $(stat -c %s "$dir/expect.wrap" 2>/dev/null || echo 0) / 512 ))
 check "image sectors 4096-$((4096 + wrap_sectors - 1)) hold the in-flight writes (dd | cmp)" \
-	eval 'dd if="$img" bs=512 skip=4096 count=$wrap_sectors status=none | cmp -s - "$dir/expect.wrap"'
+	eval '[ $wrap_sectors -gt 0 ] && dd if="$img" bs=512 skip=4096 count=$wrap_sectors status=none | cmp -s - "$dir/expect.wrap"'
 check "image sectors 0-7 untouched (still zero)" \
 	eval 'dd if="$img" bs=512 count=8 status=none | cmp -s - <(head -c 4096 /dev/zero)'
 check "image size unchanged" test "$(stat -c %s "$img")" -eq $((IMG_MIB << 20))

@@ -17,7 +17,11 @@
 
 #include "vq.h"
 
-#define ALIGN_UP(x, a)	(((x) + (a) - 1) & ~((uint64_t)(a) - 1))
+/* A must be a power of two. */
+static inline uint64_t align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) & ~(a - 1);
+}
 
 static uint64_t avail_size(unsigned int num)
 {
@@ -33,7 +37,7 @@ uint64_t vq_ring_size(unsigned int num)
 {
 	uint64_t off = 16ull * num;
 
-	off = ALIGN_UP(off + avail_size(num), 4);
+	off = align_up(off + avail_size(num), 4);
 	return off + used_size(num);
 }
 
@@ -51,7 +55,7 @@ int vq_init(struct vq *q, void *base, uint64_t ring_gpa, unsigned int num)
 	q->num = num;
 	q->desc_gpa = ring_gpa;
 	q->avail_gpa = ring_gpa + 16ull * num;
-	q->used_gpa = ALIGN_UP(q->avail_gpa + avail_size(num), 4);
+	q->used_gpa = align_up(q->avail_gpa + avail_size(num), 4);
 	q->desc = (struct vring_desc *)(q->base + q->desc_gpa);
 	q->avail = (struct vring_avail *)(q->base + q->avail_gpa);
 	q->used = (struct vring_used *)(q->base + q->used_gpa);

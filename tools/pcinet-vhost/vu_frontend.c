@@ -15,7 +15,7 @@
 
 #include "vu_frontend.h"
 
-#define VU_HDR_SIZE	((uint32_t)sizeof(struct vu_hdr))
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 
 static const char *const req_names[] = {
 	[VU_GET_FEATURES] = "GET_FEATURES",
@@ -61,7 +61,7 @@ static const char *const pf_names[VU_PF_NR] = {
 
 const char *vu_request_name(uint32_t req)
 {
-	if (req < sizeof(req_names) / sizeof(req_names[0]) && req_names[req])
+	if (req < ARRAY_SIZE(req_names) && req_names[req])
 		return req_names[req];
 	return "?";
 }
@@ -111,7 +111,7 @@ int vu_connect(struct vu_dev *d, const char *path, int timeout_ms)
 	d->timeout_ms = timeout_ms;
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
 
 	d->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (d->sock < 0)
@@ -278,7 +278,7 @@ static int recv_u64(struct vu_dev *d, uint32_t req, uint64_t *v)
 
 /*
  * A request without a reply of its own.  With REPLY_ACK negotiated, ask
- * for the acknowledgement so a failure shows up here, at the message that
+ * for the acknowledgment so a failure shows up here, at the message that
  * caused it, and so the back end has acted on it before we go on.
  */
 static int vu_set(struct vu_dev *d, uint32_t req, const void *payload,

@@ -281,8 +281,10 @@ int main(int argc, char **argv)
 	struct fs f;
 
 	memset(&f, 0, sizeof(f));
-	f.hq.kick_fd = f.hq.call_fd = -1;
-	f.rq.kick_fd = f.rq.call_fd = -1;
+	f.hq.kick_fd = -1;
+	f.hq.call_fd = -1;
+	f.rq.kick_fd = -1;
+	f.rq.call_fd = -1;
 	f.mem.fd = -1;
 	f.dev.sock = -1;
 	while ((c = getopt(argc, argv, "s:D:f:w:v")) != -1) {
@@ -475,7 +477,10 @@ int main(int argc, char **argv)
 				f.slot[s].size = sz;
 				posted++;
 			}
-			if (err || (err = vq_kick(&f.rq)))
+			if (err)
+				break;
+			err = vq_kick(&f.rq);
+			if (err)
 				break;
 			err = fs_reap(&f, &f.rq, &s, &ulen);
 			if (err)
@@ -588,7 +593,8 @@ int main(int argc, char **argv)
 stop:
 	printf("# hiprio %lu kicks %lu calls, requests %lu kicks %lu calls\n",
 	       f.hq.kicks, f.hq.calls, f.rq.kicks, f.rq.calls);
-	hbase = rbase = 0xffffffffu;
+	hbase = 0xffffffffu;
+	rbase = 0xffffffffu;
 	err = vu_stop_vring(&f.dev, 0, &hbase);
 	if (!err)
 		err = vu_stop_vring(&f.dev, 1, &rbase);
