@@ -7,7 +7,11 @@
 # eventfds), and the image is then checked with dd and cmp for the
 # sectors the test wrote.
 #
-# Usage: test-blk.sh [--bench] [-- extra vu_blk_test options]
+# Usage: test-blk.sh [--bench] [--escape] [-- extra vu_blk_test options]
+#   --bench   also measure (vu_blk_test -b)
+#   --escape  first give the back end only part of the memfd and check
+#             that a descriptor outside it is refused, then run the test
+#             again on the same daemon
 # Prints "ok - ..." or "FAIL - ..." per case and "N passed, N failed".
 
 set -u
@@ -25,11 +29,13 @@ ok()   { echo "ok - $*"; pass=$((pass + 1)); }
 nok()  { echo "FAIL - $*"; fail=$((fail + 1)); }
 check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; fi; }
 
+escape=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--bench) args+=(-b); shift ;;
+	--escape) escape=1; shift ;;
 	--) shift; args+=("$@"); break ;;
-	*) echo "usage: $0 [--bench] [-- vu_blk_test options]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--bench] [--escape] [-- vu_blk_test options]" >&2; exit 2 ;;
 	esac
 done
 
@@ -63,6 +69,19 @@ for ((i = 0; i < 50; i++)); do
 	sleep 0.1
 done
 check "qemu-storage-daemon listens on $sock" test -S "$sock"
+
+if [ $escape -eq 1 ]; then
+	# The back end gets the memfd from 1 MiB on; a descriptor below that
+	# must be refused.  libvhost-user then gives up on the device and
+	# drops the connection: a new front end must be able to start over.
+	timeout 120 "$TEST" -s "$sock" -e $SECTORS -o 1 -X "${args[@]}"
+	check "vu_blk_test -o 1 -X exits 0" test $? -eq 0
+	check "qemu-storage-daemon refused the address" \
+		grep -q "invalid address" "$dir/qsd.log"
+	check "qemu-storage-daemon survived it" kill -0 "$qsd_pid"
+	echo "# and again, on the same daemon:"
+	: >"$dir/qsd.log"
+fi
 
 timeout 120 "$TEST" -s "$sock" -e $SECTORS -d "$dir/expect" "${args[@]}"
 check "vu_blk_test exits 0" test $? -eq 0

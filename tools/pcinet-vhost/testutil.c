@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -36,10 +37,13 @@ int tu_memfd(struct vu_mem *m, uint64_t size)
 
 	memset(m, 0, sizeof(*m));
 	m->fd = -1;
-	fd = memfd_create("pcinet-vhost-window", MFD_CLOEXEC);
+	fd = memfd_create("pcinet-vhost-window",
+			  MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)size)) {
+	/* Sealed as pcinet-fabric seals the window it hands to QEMU. */
+	if (ftruncate(fd, (off_t)size) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
 		int err = -errno;
 
 		close(fd);

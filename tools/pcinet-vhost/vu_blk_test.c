@@ -5,9 +5,13 @@
  * drive it from the shared window: the memfd is the only memory region,
  * gpa = offset, and kicks and calls are eventfds handed to the back end.
  *
- * Usage: vu_blk_test -s SOCKET [-q QSIZE] [-m MEM_MIB] [-e SECTORS]
- *                    [-d DUMPFILE] [-b] [-t SECONDS] [-v]
+ * Usage: vu_blk_test -s SOCKET [-q QSIZE] [-m MEM_MIB] [-o OFF_MIB [-X]]
+ *                    [-e SECTORS] [-d DUMPFILE] [-b] [-t SECONDS] [-v]
  *
+ *   -o  give the back end MEM_MIB starting OFF_MIB into the memfd (gpa =
+ *       offset still), as pcinet-vhost may give it a part of the window
+ *   -X  with -o: finally post a buffer outside that part, which must be
+ *       refused (the back end may then stop serving the device)
  *   -e  expected capacity in 512-byte sectors (checked against GET_CONFIG)
  *   -d  write the bytes put at sectors 8..23 to DUMPFILE and those of
  *       the in-flight tests to DUMPFILE.wrap, for cmp(1)
@@ -34,10 +38,15 @@
 #include "vu_frontend.h"
 
 #define SECTOR		512u
-#define RING_GPA	0x0ull
-#define HDR_GPA		0x10000ull	/* per slot: outhdr (16) + status */
+/*
+ * The layout, from the start of the region given to the back end, which
+ * is REGION_OFF bytes into the memfd (-o): gpa = memfd offset throughout.
+ */
+static uint64_t region_off;
+#define RING_GPA	(region_off + 0x0ull)
+#define HDR_GPA		(region_off + 0x10000ull) /* per slot: outhdr, status */
 #define HDR_SLOT	32u
-#define DATA_GPA	0x20000ull
+#define DATA_GPA	(region_off + 0x20000ull)
 #define TIMEOUT_MS	5000
 #define MAX_QSIZE	1024u
 
@@ -72,7 +81,9 @@ struct slot {
 
 struct blk {
 	struct vu_dev dev;
-	struct vu_mem mem;
+	struct vu_mem win;	/* the whole memfd ("window") */
+	struct vu_mem mem;	/* the region the back end is given */
+	uint8_t *win_base;
 	struct vq q;
 	uint64_t capacity;
 	unsigned int qsize;
@@ -113,7 +124,7 @@ static long check(const uint8_t *p, uint64_t sector, uint32_t len)
 
 static void *gpa_ptr(struct blk *b, uint64_t gpa)
 {
-	return (uint8_t *)b->mem.base + gpa;
+	return b->win_base + gpa;
 }
 
 static uint8_t *status_ptr(struct blk *b, unsigned int slot)
@@ -251,7 +262,7 @@ static int blk_run(struct blk *b, struct run *r)
 	r->done = 0;
 	r->err[0] = '\0';
 	if (r->depth > b->qsize ||
-	    DATA_GPA + r->depth * slot_bytes > b->mem.size) {
+	    DATA_GPA + r->depth * slot_bytes > b->mem.gpa + b->mem.size) {
 		snprintf(r->err, sizeof(r->err), "depth %u does not fit",
 			 r->depth);
 		return -EINVAL;
@@ -365,10 +376,44 @@ static int blk_drain(struct blk *b)
 	return 0;
 }
 
+/*
+ * A descriptor outside the region the back end was given (but inside the
+ * memfd it mapped) must not be written through: the gpa does not
+ * translate.  What the back end then does with the ring is its business.
+ */
+static void escape_test(struct blk *b)
+{
+	uint64_t gpa = region_off - 4096;
+	struct vq_buf seg = { gpa, SECTOR, 1 };
+	uint8_t *p = gpa_ptr(b, gpa), st;
+	uint32_t ulen = 0;
+	unsigned int i, same = 1;
+	int err;
+
+	memset(p, 0xab, SECTOR);
+	err = blk_post(b, 0, VIRTIO_BLK_T_IN, DUMP_SECTOR, &seg, 1);
+	if (!err)
+		err = vq_kick(&b->q);
+	if (!err)
+		err = blk_wait_one(b, 0, &st, &ulen);
+	usleep(200000);
+	for (i = 0; i < SECTOR; i++)
+		same &= p[i] == 0xab;
+	if (err)
+		printf("# IN into gpa %#llx (outside the region): no completion (%s)\n",
+		       (unsigned long long)gpa, strerror(-err));
+	else
+		printf("# IN into gpa %#llx (outside the region): completed, status %u, used len %u\n",
+		       (unsigned long long)gpa, st, ulen);
+	tu_result(same && (err || st != VIRTIO_BLK_S_OK),
+		  "IN into gpa %#llx, outside the region: refused, memory there untouched",
+		  (unsigned long long)gpa);
+}
+
 static void usage(const char *argv0)
 {
 	fprintf(stderr,
-		"usage: %s -s SOCKET [-q QSIZE] [-m MEM_MIB] [-e SECTORS] [-d DUMPFILE] [-b] [-t SECONDS] [-v]\n",
+		"usage: %s -s SOCKET [-q QSIZE] [-m MEM_MIB] [-o OFF_MIB [-X]] [-e SECTORS] [-d DUMPFILE] [-b] [-t SECONDS] [-v]\n",
 		argv0);
 	exit(2);
 }
@@ -447,7 +492,7 @@ int main(int argc, char **argv)
 	unsigned long long expect = 0;
 	unsigned int mem_mib = 4, base, i;
 	double bench_s = 2.0;
-	int do_bench = 0, verbose = 0, c, err;
+	int do_bench = 0, verbose = 0, escape = 0, c, err;
 	uint64_t want, want_pf;
 	struct virtio_blk_config cfg;
 	struct vu_vring_cfg vc;
@@ -458,10 +503,17 @@ int main(int argc, char **argv)
 	b.q.kick_fd = -1;
 	b.q.call_fd = -1;
 	b.mem.fd = -1;
+	b.win.fd = -1;
 	b.dev.sock = -1;
 	b.qsize = 128;
-	while ((c = getopt(argc, argv, "s:q:m:e:d:bt:v")) != -1) {
+	while ((c = getopt(argc, argv, "s:q:m:o:Xe:d:bt:v")) != -1) {
 		switch (c) {
+		case 'o':
+			region_off = strtoull(optarg, NULL, 0) << 20;
+			break;
+		case 'X':
+			escape = 1;
+			break;
 		case 's':
 			sock = optarg;
 			break;
@@ -491,15 +543,22 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!sock || b.qsize < 4 || b.qsize > MAX_QSIZE ||
-	    (b.qsize & (b.qsize - 1)) || mem_mib < 2 || mem_mib > 1024)
+	    (b.qsize & (b.qsize - 1)) || mem_mib < 2 || mem_mib > 1024 ||
+	    region_off > (1ull << 30) || (escape && !region_off))
 		usage(argv[0]);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
-	err = tu_memfd(&b.mem, (uint64_t)mem_mib << 20);
+	err = tu_memfd(&b.win, region_off + ((uint64_t)mem_mib << 20));
 	if (err) {
 		fprintf(stderr, "memfd: %s\n", strerror(-err));
 		return 1;
 	}
+	b.win_base = b.win.base;
+	b.mem = b.win;
+	b.mem.base = b.win_base + region_off;
+	b.mem.size = (uint64_t)mem_mib << 20;
+	b.mem.gpa = region_off;
+	b.mem.offset = region_off;
 	b.slot = calloc(b.qsize, sizeof(*b.slot));
 	b.free_slot = calloc(b.qsize, sizeof(*b.free_slot));
 	if (!b.slot || !b.free_slot)
@@ -531,8 +590,9 @@ int main(int argc, char **argv)
 	err = vu_negotiate(&b.dev, want, want_pf, &b.mem);
 	tu_print_features("qemu-storage-daemon vhost-user-blk", &b.dev,
 			  blk_names);
-	tu_result(!err, "negotiate (features, protocol features, owner, mem table: memfd %u MiB at gpa 0)%s%s",
-		  mem_mib, err ? ": " : "", err ? strerror(-err) : "");
+	tu_result(!err, "negotiate (features, protocol features, owner, mem table: %u MiB of a memfd at gpa = offset %#llx)%s%s",
+		  mem_mib, (unsigned long long)region_off, err ? ": " : "",
+		  err ? strerror(-err) : "");
 	if (err)
 		goto out;
 	if (b.dev.acked_features & (1ull << VIRTIO_F_ACCESS_PLATFORM))
@@ -558,7 +618,7 @@ int main(int argc, char **argv)
 	if (err)
 		goto out;
 
-	err = vq_init(&b.q, b.mem.base, RING_GPA, b.qsize);
+	err = vq_init(&b.q, b.win_base, RING_GPA, b.qsize);
 	if (err)
 		goto out;
 	vc = (struct vu_vring_cfg){
@@ -728,12 +788,24 @@ int main(int argc, char **argv)
 	if (err)
 		tu_result(0, "drain: %u still in flight", vq_inflight_chains(&b.q));
 
+	if (escape) {
+		escape_test(&b);
+		/* The back end may have given up on the device: just report. */
+		base = 0xffffffffu;
+		err = vu_stop_vring(&b.dev, 0, &base);
+		printf("# after the refused descriptor: GET_VRING_BASE %s%s (base %u, avail idx %u)\n",
+		       err ? "fails: " : "answers", err ? strerror(-err) : "",
+		       base, b.q.avail_idx);
+		goto dump;
+	}
+
 	/* Teardown: the back end's next avail index must be ours. */
 	base = 0xffffffffu;
 	err = vu_stop_vring(&b.dev, 0, &base);
 	tu_result(!err && base == b.q.avail_idx,
 		  "GET_VRING_BASE: %u (avail idx %u)%s%s", base,
 		  b.q.avail_idx, err ? ": " : "", err ? strerror(-err) : "");
+dump:
 
 	if (dump) {
 		char path[4096];
@@ -754,7 +826,7 @@ int main(int argc, char **argv)
 out:
 	vu_close(&b.dev);
 	vq_free(&b.q);
-	tu_memfd_free(&b.mem);
+	tu_memfd_free(&b.win);
 	free(b.slot);
 	free(b.free_slot);
 	printf("%d passed, %d failed\n", tu_passed, tu_failed);

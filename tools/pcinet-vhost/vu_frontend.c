@@ -347,7 +347,7 @@ int vu_set_mem_table(struct vu_dev *d, const struct vu_mem *mem)
 	t.regions[0].gpa = mem->gpa;
 	t.regions[0].size = mem->size;
 	t.regions[0].uaddr = (uintptr_t)mem->base;
-	t.regions[0].mmap_offset = 0;
+	t.regions[0].mmap_offset = mem->offset;
 	/* Only the regions in use are sent (QEMU does the same). */
 	size = offsetof(struct vu_mem_table, regions) +
 	       t.nregions * sizeof(t.regions[0]);

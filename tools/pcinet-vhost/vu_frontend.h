@@ -131,12 +131,17 @@ struct vu_msg {
 	union vu_payload p;
 } __attribute__((packed));
 
-/* One guest memory region as the front end sees it. */
+/*
+ * One guest memory region as the front end sees it: bytes OFFSET to
+ * OFFSET + SIZE of FD, mapped by us at BASE, at guest physical address
+ * GPA.  For pcinet, FD is the window and GPA == OFFSET.
+ */
 struct vu_mem {
 	int fd;			/* mmap'able: memfd, or the window's fd */
-	void *base;		/* our mapping of it, offset 0 */
+	void *base;		/* our mapping of the region's first byte */
 	uint64_t size;
-	uint64_t gpa;		/* guest physical address of offset 0 */
+	uint64_t gpa;		/* guest physical address of its first byte */
+	uint64_t offset;	/* its offset in FD (mmap_offset) */
 };
 
 /* One split virtqueue's placement, as guest physical addresses. */
