@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * testutil - what the vhost-user tests share: the memfd standing in for
+ * the pcinet window, "ok/FAIL" lines and feature names.
+ */
+#ifndef TESTUTIL_H
+#define TESTUTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "vu_frontend.h"
+
+struct feature_name {
+	unsigned int bit;
+	const char *name;
+};
+
+extern int tu_passed, tu_failed;
+
+void tu_result(int good, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Create, size and map a memfd; gpa 0 = offset 0. */
+int tu_memfd(struct vu_mem *m, uint64_t size);
+void tu_memfd_free(struct vu_mem *m);
+/* Device-specific names first, then the transport bits. */
+void tu_format_features(uint64_t f, const struct feature_name *dev,
+			char *buf, size_t len);
+void tu_print_features(const char *who, const struct vu_dev *d,
+		       const struct feature_name *dev);
+static inline double tu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+#endif /* TESTUTIL_H */
