@@ -98,3 +98,4 @@ clean:
 	-$(MAKE) $(KBUILD_ARGS) clean
 	-$(MAKE) -C $(TOP)/tools/pcinet-fabric clean
 	-$(MAKE) -C $(TOP)/tools/testing/pcinet clean
+	-$(MAKE) -C $(TOP)/tools/pcinet-vhost clean

@@ -95,6 +95,7 @@ host_case gate-w1-6.12 make -s w1-6.12	# last: leaves the 6.12 module built
 host_case dkms-build make -s dkms
 host_case unit-ring make -s -C tools/testing/pcinet check
 host_case unit-fabric make -s -C tools/pcinet-fabric check
+host_case vhost-user-handoff make -s -C tools/pcinet-vhost check
 
 # ---- cases in QEMU -----------------------------------------------------------
 qemu_suite() {	# $1 = debian|debug; patterns from $TESTS

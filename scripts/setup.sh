@@ -35,7 +35,7 @@ PKGS=(
 	# initramfs (dash: the guests' /bin/sh) and kernel unpacking
 	cpio zstd xz-utils gzip busybox-static dash
 	# QEMU test harness and guest tools (netbase: /etc/services)
-	qemu-system-x86 python3 iperf3 ethtool tcpdump iproute2 procps socat netbase
+	qemu-system-x86 qemu-system-common python3 iperf3 ethtool tcpdump iproute2 procps socat netbase
 	# make bench: the chart, and UDP request/response latency in the guests
 	gnuplot-nox sockperf
 	# make dkms: the module built as real machines get it
