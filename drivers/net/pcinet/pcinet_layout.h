@@ -135,6 +135,27 @@ static inline unsigned int pcinet_chan_vector(enum pcinet_chan chan)
 }
 
 /*
+ * The virtio channel (docs/design.md, "Virtio channel"): channel 2,
+ * doorbell vector PCINET_CHAN_VECTOR(2) = 3, shared by every virtqueue of
+ * every virtio device of the link in each direction.  It is defined here
+ * ahead of the driver: PCINET_NR_CHAN and PCINET_NR_VEC do not count it
+ * yet, so the link and the backends behave exactly as before.  The
+ * channel uses no byte ring and no word of its struct pcinet_chan_ctrl
+ * (both stay zero): its signalling lives in the virtio regions.
+ *
+ * Once it is wired in, the vector rule becomes: a vector at or above the
+ * vectors in use is rung as vector 0, and vector 0 means the link and
+ * every channel whose vector is not in use.  With 3 vectors (net 1, tty
+ * 2, virtio on 0) that agrees with a peer following the current rule.
+ */
+#define PCINET_CHAN_VIRTIO	2
+#define PCINET_VEC_VIRTIO	PCINET_CHAN_VECTOR(PCINET_CHAN_VIRTIO)
+
+static_assert(PCINET_CHAN_VIRTIO == PCINET_NR_CHAN);
+static_assert(PCINET_CHAN_VIRTIO < PCINET_MAX_CHAN);
+static_assert(PCINET_VEC_VIRTIO == PCINET_NR_VEC);
+
+/*
  * Feature bits, in struct pcinet_ctrl @features.  A side writes the bits
  * it supports; unknown bits are ignored on read; a feature is in use only
  * when both sides set it.  (Today nothing depends on them: the bits
@@ -142,8 +163,16 @@ static inline unsigned int pcinet_chan_vector(enum pcinet_chan chan)
  *
  * PCINET_F_TTY_CRC: tty records carry PCINET_REC_F_CRC and a CRC-32C.
  * (The net ring needs no bit: its integrity flag is per record.)
+ *
+ * PCINET_F_VIRTIO: W speaks the virtio channel (PCINET_CHAN_VIRTIO, struct
+ * pcinet_win_vio and what it points to; docs/design.md, "Virtio
+ * channel").  A side touches the peer's virtio regions only while the
+ * peer sets this bit, so an old peer sees no virtio channel, and a new
+ * side never mistakes an old peer's silence for a device.  (Defined
+ * ahead of the channel: no driver sets it yet.)
  */
 #define PCINET_F_TTY_CRC	0x00000001
+#define PCINET_F_VIRTIO		0x00000002
 
 /**
  * struct pcinet_win_side - where one side's inbox lives in the window
@@ -396,6 +425,403 @@ static_assert(offsetof(struct pcinet_rec, crc) == 16);
 static_assert(offsetof(struct pcinet_rec, vnet) == 4);
 static_assert(sizeof(struct pcinet_rec) <= PCINET_REC_ALIGN);
 
+/*
+ * ----- The virtio channel: wire structures -----
+ *
+ * docs/design.md, "Virtio channel", is the protocol; this is its ABI.
+ * Roles: a side that serves virtio devices is their *device side* D (the
+ * host: pcinet-vhost and stock vhost-user back ends); a side that uses
+ * them is their *driver side* B (the board: the stock virtio_blk and
+ * virtiofs drivers over pcinet's transport).  Either side may be both, for
+ * different devices.  Every side owns two virtio regions, placed by the
+ * platform in struct pcinet_win_vio:
+ *
+ *   dev region of side R: in R's memory, read by R as a device, written by
+ *     the peer as the driver of R's devices:
+ *       struct pcinet_vio_rhdr (magic PCINET_VIO_DRVS_MAGIC)
+ *       struct pcinet_vio_drvstate[PCINET_VIO_MAX_DEV]
+ *       heap (from PCINET_VIO_FIXED_SIZE): per device, its virtqueues'
+ *         descriptor tables and avail rings, and its OUT pool (data the
+ *         driver sends, indirect tables)
+ *   drv region of side R: in R's memory, read by R as a driver, written by
+ *     the peer as the device side of the devices R uses:
+ *       struct pcinet_vio_rhdr (magic PCINET_VIO_DEVS_MAGIC)
+ *       struct pcinet_vio_devdesc[PCINET_VIO_MAX_DEV]
+ *       heap: per device, its virtqueues' used rings and its IN pool
+ *         (data the device returns)
+ *
+ * The heaps are laid out by the device side when it offers a device: one
+ * PCINET_VIO_ALIGN-aligned span per region and device, holding all of
+ * that device's areas in the region, so a back end can be given exactly
+ * its device's pages.  The offsets are in struct pcinet_vio_devdesc, and
+ * the driver side checks every one of them before it uses any.  So for a
+ * device of D used by B, each side reads only its own memory and writes
+ * only the peer's:
+ *
+ *   B writes (posted)                      D reads (local)
+ *     desc table, avail ring, OUT data  ->   D's dev region
+ *     driver state (status, features...)
+ *   D writes (posted)                      B reads (local)
+ *     used ring, IN data                ->   B's drv region
+ *     device description, config, status echo
+ *
+ * The split virtqueue format (virtio 1.x, 2.7) allows the three parts of
+ * a ring at unrelated addresses.  Descriptor addresses, and the ring
+ * addresses a device side hands its back end, are *window offsets*.  The
+ * stock virtio drivers never see this ring: on the driver side the
+ * transport keeps a private ring in its own memory for them and relays it
+ * (docs/design.md, "The relay").
+ */
+
+/* Virtio devices a side can offer, virtqueues per device. */
+#define PCINET_VIO_MAX_DEV	8
+#define PCINET_VIO_MAX_VQ	8
+/* Bytes of device-specific configuration space carried. */
+#define PCINET_VIO_CONFIG_SIZE	256
+/* Largest virtqueue (a power of two); libvhost-user's limit. */
+#define PCINET_VIO_NUM_MAX	1024
+/* Alignment and smallest size of a virtio region. */
+#define PCINET_VIO_ALIGN	0x10000
+/* The fixed part at the start of every region; the heap follows. */
+#define PCINET_VIO_FIXED_SIZE	0x2000
+/* Alignment of a pool, and of every buffer placed in one. */
+#define PCINET_VIO_POOL_ALIGN	4096
+/*
+ * How long a driver side waits for the device side to answer a status
+ * write (reset, FEATURES_OK) before it declares the device gone.  The
+ * device side answers a reset only once its back end stopped touching
+ * the rings, which takes a vhost-user round trip per queue.
+ */
+#define PCINET_VIO_ACK_MS	3000
+
+#define PCINET_WIN_VIO_MAGIC	0x4f495650	/* "PVIO" */
+#define PCINET_WIN_VIO_VERSION	1
+/* Where struct pcinet_win_vio sits in the window header page. */
+#define PCINET_HDR_VIO_OFF	128
+#define PCINET_VIO_DRVS_MAGIC	0x53565244	/* "DRVS": a dev region */
+#define PCINET_VIO_DEVS_MAGIC	0x53564544	/* "DEVS": a drv region */
+
+/**
+ * struct pcinet_win_vio_side - the two virtio regions of one side
+ * @dev_off: window offset of the side's dev region (see above); written by
+ *	the peer as a driver, read by this side as a device
+ * @dev_size: its size in bytes; 0: this side serves no devices
+ * @drv_off: window offset of the side's drv region; written by the peer
+ *	as a device, read by this side as a driver
+ * @drv_size: its size in bytes; 0: this side uses no devices
+ *
+ * Offsets and sizes are multiples of PCINET_VIO_ALIGN; a region that is
+ * not empty holds at least PCINET_VIO_ALIGN bytes.
+ */
+struct pcinet_win_vio_side {
+	__le64 dev_off;
+	__le64 dev_size;
+	__le64 drv_off;
+	__le64 drv_size;
+};
+
+/**
+ * struct pcinet_win_vio - the virtio regions, in the window header page
+ * @magic: PCINET_WIN_VIO_MAGIC; anything else: the window has no virtio
+ *	regions (every platform before the virtio channel writes 0 here)
+ * @version: PCINET_WIN_VIO_VERSION; another value: no virtio regions
+ * @size: sizeof(struct pcinet_win_vio), 80
+ * @reserved: written zero, ignored
+ * @side: the regions of side 0 and side 1
+ *
+ * Lives at PCINET_HDR_VIO_OFF in the header page, which sides before the
+ * virtio channel ignore (the page after struct pcinet_win_hdr is "written
+ * zero, ignored").  The platform writes it with the rest of the page,
+ * before the header's @magic (pcinet_layout_write_vio()), so the
+ * header's P1/P2 ordering covers it.  A side that finds it checks, on
+ * top of pcinet_layout_parse(): each non-empty region aligned, inside
+ * the usable window, and overlapping neither another virtio region nor
+ * the header page, a control inbox or a data inbox.  A window that fails
+ * is used without its virtio regions (net and tty are unaffected).
+ */
+struct pcinet_win_vio {
+	__le32 magic;
+	__le16 version;
+	__le16 size;
+	__le32 reserved[2];
+	struct pcinet_win_vio_side side[2];
+};
+
+/**
+ * struct pcinet_vio_rhdr - head of a virtio region, written by its writer
+ * @magic: PCINET_VIO_DRVS_MAGIC (dev region) or PCINET_VIO_DEVS_MAGIC (drv
+ *	region) once the writer W initialised the fixed part
+ * @inst: W's virtio instance: random and nonzero, new every time W's
+ *	driver creates the link; 0 while W is stopped.  Unlike the link's
+ *	@gen it survives link resets, so a reset of net or tty leaves the
+ *	virtio devices alone; a change of @inst means W restarted
+ * @peer_inst: the reader's @inst as W last saw it (diagnostics)
+ * @nr_slots: PCINET_VIO_MAX_DEV: the slot blocks that follow
+ * @pad: written zero, ignored
+ *
+ * Soft state, rewritten by W on every link tick while it runs.
+ */
+struct pcinet_vio_rhdr {
+	__le32 magic;
+	__le32 inst;
+	__le32 peer_inst;
+	__le32 nr_slots;
+	__le32 pad[12];
+};
+
+/**
+ * struct pcinet_vio_vqdesc - where one virtqueue of a device lives
+ * @num_max: largest queue size the device accepts, a power of two,
+ *	1..PCINET_VIO_NUM_MAX; 0: no such queue.  The areas below are sized
+ *	for it; the driver may use any power of two up to it
+ * @reserved0: written zero, ignored
+ * @reserved1: written zero, ignored
+ * @desc_off: window offset of the descriptor table (16 * num_max bytes,
+ *	16-aligned), in the device side's dev region
+ * @avail_off: window offset of the avail ring (6 + 2 * num_max bytes,
+ *	2-aligned), in the device side's dev region
+ * @used_off: window offset of the used ring (6 + 8 * num_max bytes,
+ *	4-aligned), in the driver side's drv region
+ */
+struct pcinet_vio_vqdesc {
+	__le16 num_max;
+	__le16 reserved0;
+	__le32 reserved1;
+	__le64 desc_off;
+	__le64 avail_off;
+	__le64 used_off;
+};
+
+/**
+ * struct pcinet_vio_devdesc - one device, as its device side describes it
+ * @dev_gen: nonzero while the device is offered; a new value for every
+ *	offer (an instance of the device).  Written last, with a
+ *	store-release (V1); everything but the live words below is fixed
+ *	for as long as @dev_gen does not change.  0: the slot is empty
+ * @device_id: virtio device ID (2 block, 26 file system)
+ * @vendor_id: virtio vendor ID
+ * @nr_vq: virtqueues, 1..PCINET_VIO_MAX_VQ
+ * @features: device feature bits 0..63 as the device side offers them:
+ *	VIRTIO_F_VERSION_1 always; never VIRTIO_F_ACCESS_PLATFORM or
+ *	vhost-user's own bits (PROTOCOL_FEATURES, LOG_ALL,
+ *	NOTIFY_ON_EMPTY); ring bits (INDIRECT_DESC, EVENT_IDX) describe
+ *	this ring, which the driver side's relay drives
+ * @status: live: the device status the device side has applied (the
+ *	driver's @status, less any bit it refused, e.g. FEATURES_OK)
+ * @status_seq: live: the driver's @status_seq that @status answers;
+ *	stored with a store-release after @status and @drv_gen (V4)
+ * @drv_gen: live: the driver's @drv_gen that @status answers
+ * @config_gen: live: bumped, with a store-release (V5), after every
+ *	change of @config; the virtio configuration generation
+ * @config_len: valid bytes of @config, at most PCINET_VIO_CONFIG_SIZE;
+ *	the rest reads as zero
+ * @reserved0: written zero, ignored
+ * @out_pool_off: window offset of the OUT pool (data and indirect tables
+ *	the driver sends), in the device side's dev region,
+ *	PCINET_VIO_POOL_ALIGN-aligned
+ * @out_pool_size: its size, a multiple of PCINET_VIO_POOL_ALIGN
+ * @in_pool_off: window offset of the IN pool (data the device returns),
+ *	in the driver side's drv region, PCINET_VIO_POOL_ALIGN-aligned
+ * @in_pool_size: its size, a multiple of PCINET_VIO_POOL_ALIGN
+ * @dev_span_off: window offset of the device's span of the device side's
+ *	dev region: PCINET_VIO_ALIGN-aligned, after the fixed part; every
+ *	area of the device in that region (descriptor tables, avail rings,
+ *	OUT pool) lies inside it, and no other device's span overlaps it
+ * @dev_span_size: its size, a multiple of PCINET_VIO_ALIGN
+ * @drv_span_off: the same in the driver side's drv region (used rings,
+ *	IN pool)
+ * @drv_span_size: its size, a multiple of PCINET_VIO_ALIGN
+ * @reserved1: written zero, ignored
+ * @vq: the virtqueues (the first @nr_vq; the rest zero)
+ * @config: live: the device-specific configuration space
+ *
+ * In the driver side's drv region, slot n at PCINET_CACHELINE +
+ * n * sizeof(struct pcinet_vio_devdesc).  Written by the device side
+ * only.  The driver side copies the fixed fields out once per @dev_gen,
+ * re-reading @dev_gen afterwards (V2), checks every one of them, and
+ * reads the live words each time it needs them.
+ */
+struct pcinet_vio_devdesc {
+	__le32 dev_gen;
+	__le32 device_id;
+	__le32 vendor_id;
+	__le32 nr_vq;
+	__le64 features;
+	__le32 status;
+	__le32 status_seq;
+	__le32 drv_gen;
+	__le32 config_gen;
+	__le32 config_len;
+	__le32 reserved0;
+	__le64 out_pool_off;
+	__le64 out_pool_size;
+	__le64 in_pool_off;
+	__le64 in_pool_size;
+	__le64 dev_span_off;
+	__le64 dev_span_size;
+	__le64 drv_span_off;
+	__le64 drv_span_size;
+	__le32 reserved1[4];
+	struct pcinet_vio_vqdesc vq[PCINET_VIO_MAX_VQ];
+	__u8 config[PCINET_VIO_CONFIG_SIZE];
+};
+
+/**
+ * struct pcinet_vio_vqstate - one virtqueue, as the driver side runs it
+ * @num: queue size in use, a power of two up to the device's @num_max; 0
+ *	while the queue is not set up
+ * @ready: 1 while the queue is set up and its device ring initialised
+ *	(avail ring zeroed), 0 otherwise
+ * @notify: bumped by the driver side whenever it wants the device to
+ *	look at the avail ring (a kick), before it rings PCINET_VEC_VIRTIO;
+ *	the device side compares it with the value it last saw (the value
+ *	itself means nothing)
+ * @reserved: written zero, ignored
+ */
+struct pcinet_vio_vqstate {
+	__le16 num;
+	__le16 ready;
+	__le32 notify;
+	__le32 reserved[2];
+};
+
+/**
+ * struct pcinet_vio_drvstate - one device, as its driver side drives it
+ * @drv_gen: nonzero while the driver side has device instance @dev_gen
+ *	registered; random, new for every registration.  0: not in use
+ * @dev_gen: the device instance (struct pcinet_vio_devdesc @dev_gen) this
+ *	block talks to; a device side ignores a block naming another
+ * @status: the virtio device status the driver wrote last
+ *	(VIRTIO_CONFIG_S_*; 0 is a reset)
+ * @status_seq: bumped, with a store-release after @status and @features
+ *	(V3), on every status write, a reset included
+ * @features: the driver's feature bits for the device ring, valid from
+ *	FEATURES_OK in @status: device features the driver accepted, plus
+ *	the ring features the relay uses; never ACCESS_PLATFORM
+ * @config_seq: bumped, with a store-release (V6), after every write the
+ *	driver made into @config
+ * @error: PCINET_VIO_ERR_*: why the driver side dropped or refused
+ *	@dev_gen (then @drv_gen is 0); 0 otherwise
+ * @config_dirty: bit n (word n / 32, bit n % 32) set once the driver
+ *	wrote byte n of @config; sticky for the life of @drv_gen
+ * @vq: per virtqueue
+ * @config: what the driver wrote into the device's configuration space,
+ *	at the bytes marked in @config_dirty
+ *
+ * In the device side's dev region, slot n at PCINET_CACHELINE +
+ * n * sizeof(struct pcinet_vio_drvstate).  Written by the driver side
+ * only; soft state, rewritten every link tick.
+ */
+struct pcinet_vio_drvstate {
+	__le32 drv_gen;
+	__le32 dev_gen;
+	__le32 status;
+	__le32 status_seq;
+	__le64 features;
+	__le32 config_seq;
+	__le32 error;
+	__le32 config_dirty[PCINET_VIO_CONFIG_SIZE / 32];
+	struct pcinet_vio_vqstate vq[PCINET_VIO_MAX_VQ];
+	__u8 config[PCINET_VIO_CONFIG_SIZE];
+};
+
+/* Why a driver side dropped or refused a device (struct pcinet_vio_drvstate @error). */
+enum pcinet_vio_err {
+	PCINET_VIO_ERR_NONE = 0,
+	PCINET_VIO_ERR_DESC = 1,	/* the description failed a check */
+	PCINET_VIO_ERR_RING = 2,	/* impossible used ring (index, id, length) */
+	PCINET_VIO_ERR_TIMEOUT = 3,	/* no answer to a status write in time */
+	PCINET_VIO_ERR_NOMEM = 4,	/* the driver side could not set it up */
+	PCINET_VIO_ERR_UNSUPP = 5,	/* device ID, features or sizes not supported */
+};
+
+/**
+ * struct pcinet_vring_desc - a descriptor of a device ring
+ * @addr: window offset of the buffer: inside the device's OUT pool
+ *	(device reads) or IN pool (device writes, VRING_DESC_F_WRITE)
+ * @len: buffer length in bytes
+ * @flags: VRING_DESC_F_NEXT, _WRITE, _INDIRECT
+ * @next: next descriptor of the chain, with VRING_DESC_F_NEXT
+ *
+ * virtio's struct vring_desc, little-endian, with window offsets for
+ * addresses.  The avail ring (flags, idx, ring[num], used_event) and the
+ * used ring (flags, idx, ring[num] of struct pcinet_vring_used_elem,
+ * avail_event) are virtio's, all fields __le16 except the elements.
+ */
+struct pcinet_vring_desc {
+	__le64 addr;
+	__le32 len;
+	__le16 flags;
+	__le16 next;
+};
+
+/**
+ * struct pcinet_vring_used_elem - an entry of a device ring's used ring
+ * @id: head of the completed chain; the driver side checks it is below
+ *	the ring size and in flight
+ * @len: bytes the device wrote into the chain's device-writable buffers;
+ *	the driver side checks it is at most their total
+ */
+struct pcinet_vring_used_elem {
+	__le32 id;
+	__le32 len;
+};
+
+/* Bytes of the three parts of a split ring of @num entries (with event words). */
+#define PCINET_VRING_DESC_BYTES(num)	(16 * (__u64)(num))
+#define PCINET_VRING_AVAIL_BYTES(num)	(6 + 2 * (__u64)(num))
+#define PCINET_VRING_USED_BYTES(num)	(6 + 8 * (__u64)(num))
+/* Their alignment (virtio 1.x, 2.7.2). */
+#define PCINET_VRING_DESC_ALIGN		16
+#define PCINET_VRING_AVAIL_ALIGN	2
+#define PCINET_VRING_USED_ALIGN		4
+
+static_assert(sizeof(struct pcinet_win_vio_side) == 32);
+static_assert(sizeof(struct pcinet_win_vio) == 80);
+static_assert(offsetof(struct pcinet_win_vio, side) == 16);
+static_assert(PCINET_HDR_VIO_OFF % PCINET_CACHELINE == 0);
+static_assert(sizeof(struct pcinet_win_hdr) <= PCINET_HDR_VIO_OFF);
+static_assert(PCINET_HDR_VIO_OFF + sizeof(struct pcinet_win_vio) <=
+	      PCINET_HDR_SIZE);
+static_assert(sizeof(struct pcinet_vio_rhdr) == PCINET_CACHELINE);
+static_assert(sizeof(struct pcinet_vio_vqdesc) == 32);
+static_assert(offsetof(struct pcinet_vio_vqdesc, desc_off) == 8);
+static_assert(offsetof(struct pcinet_vio_devdesc, features) == 16);
+static_assert(offsetof(struct pcinet_vio_devdesc, status) == 24);
+static_assert(offsetof(struct pcinet_vio_devdesc, config_gen) == 36);
+static_assert(offsetof(struct pcinet_vio_devdesc, out_pool_off) == 48);
+static_assert(offsetof(struct pcinet_vio_devdesc, in_pool_off) == 64);
+static_assert(offsetof(struct pcinet_vio_devdesc, dev_span_off) == 80);
+static_assert(offsetof(struct pcinet_vio_devdesc, drv_span_off) == 96);
+static_assert(offsetof(struct pcinet_vio_devdesc, vq) == 2 * PCINET_CACHELINE);
+static_assert(offsetof(struct pcinet_vio_devdesc, config) == 6 * PCINET_CACHELINE);
+static_assert(sizeof(struct pcinet_vio_devdesc) == 10 * PCINET_CACHELINE);
+static_assert(sizeof(struct pcinet_vio_vqstate) == 16);
+static_assert(offsetof(struct pcinet_vio_drvstate, features) == 16);
+static_assert(offsetof(struct pcinet_vio_drvstate, config_dirty) == 32);
+static_assert(offsetof(struct pcinet_vio_drvstate, vq) == PCINET_CACHELINE);
+static_assert(offsetof(struct pcinet_vio_drvstate, config) ==
+	      3 * PCINET_CACHELINE);
+static_assert(sizeof(struct pcinet_vio_drvstate) == 7 * PCINET_CACHELINE);
+static_assert(PCINET_CACHELINE + PCINET_VIO_MAX_DEV *
+	      sizeof(struct pcinet_vio_devdesc) <= PCINET_VIO_FIXED_SIZE);
+static_assert(PCINET_CACHELINE + PCINET_VIO_MAX_DEV *
+	      sizeof(struct pcinet_vio_drvstate) <= PCINET_VIO_FIXED_SIZE);
+static_assert(PCINET_VIO_FIXED_SIZE < PCINET_VIO_ALIGN);
+static_assert(sizeof(struct pcinet_vring_desc) == 16);
+static_assert(sizeof(struct pcinet_vring_used_elem) == 8);
+
+/**
+ * pcinet_vio_num_ok - is @num a virtqueue size the channel allows?
+ * @num: the size
+ *
+ * Return: true for a power of two from 1 to PCINET_VIO_NUM_MAX.
+ */
+static inline bool pcinet_vio_num_ok(__u32 num)
+{
+	return num && num <= PCINET_VIO_NUM_MAX && !(num & (num - 1));
+}
+
 /**
  * struct pcinet_ring_loc - where one ring of a data inbox lives
  * @off: byte offset of the ring in the window
@@ -502,6 +928,58 @@ static inline int pcinet_layout_fill(struct pcinet_win_hdr *hdr,
 	return 0;
 }
 
+/**
+ * pcinet_layout_fill_vio - compute a window header with virtio regions
+ * @hdr: filled in, as by pcinet_layout_fill()
+ * @vio: filled in: the virtio regions; all zero when @vio_size is 0
+ * @win_size: size of the window in bytes
+ * @nr_vectors: doorbell vectors each side can ring
+ * @vio_size: size of each of the four virtio regions (dev and drv region
+ *	of each side), a multiple of PCINET_VIO_ALIGN; 0: none
+ *
+ * With @vio_size 0, @hdr is exactly what pcinet_layout_fill() computes.
+ * Otherwise the four regions take the end of the window, in the order
+ * dev 0, drv 0, dev 1, drv 1, and the control and data inboxes are laid
+ * out as by pcinet_layout_fill() in what is left before them; @win_size
+ * stays the whole window.  A side without the virtio channel sees smaller
+ * data inboxes and nothing else.  At most half the window goes to virtio.
+ *
+ * Return: 0, or -1 if the sizes are not aligned or leave too little room
+ * for the rings.
+ */
+static inline int pcinet_layout_fill_vio(struct pcinet_win_hdr *hdr,
+					 struct pcinet_win_vio *vio,
+					 __u64 win_size, __u32 nr_vectors,
+					 __u64 vio_size)
+{
+	__u64 top = win_size, off;
+	int i;
+
+	memset(vio, 0, sizeof(*vio));
+	if (vio_size) {
+		if (vio_size % PCINET_VIO_ALIGN || win_size % PCINET_VIO_ALIGN ||
+		    vio_size > win_size / 8)
+			return -1;
+		top = win_size - 4 * vio_size;
+	}
+	if (pcinet_layout_fill(hdr, top, nr_vectors))
+		return -1;
+	if (!vio_size)
+		return 0;
+	hdr->win_size = cpu_to_le64(win_size);
+	vio->magic = cpu_to_le32(PCINET_WIN_VIO_MAGIC);
+	vio->version = cpu_to_le16(PCINET_WIN_VIO_VERSION);
+	vio->size = cpu_to_le16(sizeof(*vio));
+	for (i = 0; i < 2; i++) {
+		off = top + 2 * i * vio_size;
+		vio->side[i].dev_off = cpu_to_le64(off);
+		vio->side[i].dev_size = cpu_to_le64(vio_size);
+		vio->side[i].drv_off = cpu_to_le64(off + vio_size);
+		vio->side[i].drv_size = cpu_to_le64(vio_size);
+	}
+	return 0;
+}
+
 /*
  * The stores of pcinet_layout_write(): the kernel's for a platform in
  * the kernel (a PCI endpoint function playing the platform), C11 atomics
@@ -520,21 +998,24 @@ static inline int pcinet_layout_fill(struct pcinet_win_hdr *hdr,
 #endif
 
 /**
- * pcinet_layout_write - store a window header into the window, magic last
+ * pcinet_layout_write_vio - store a window header and its virtio regions
  * @win: the window (at least PCINET_HDR_SIZE bytes mapped)
  * @hdr: the header, as pcinet_layout_fill() made it (and the platform
  *	updated it since)
+ * @vio: the virtio regions, as pcinet_layout_fill_vio() made them, stored
+ *	at PCINET_HDR_VIO_OFF; NULL (or a zero @magic): none, zeroes there
  *
  * The order is part of the ABI: first @magic is cleared, so a side that
  * probes meanwhile finds no pcinet window rather than a half-written
  * one; then every other byte of the header page (the structure, then
- * zeroes up to PCINET_HDR_SIZE); then @magic, with a store-release that
- * pairs with the load-acquire of @magic in pcinet_layout_parse() (P1/P2
- * in docs/design.md).  Safe on a live window: it also repairs a header
- * a third party overwrote.
+ * zeroes up to PCINET_HDR_SIZE, the virtio regions among them); then
+ * @magic, with a store-release that pairs with the load-acquire of
+ * @magic in pcinet_layout_parse() (P1/P2 in docs/design.md).  Safe on a
+ * live window: it also repairs a header a third party overwrote.
  */
-static inline void pcinet_layout_write(void *win,
-				       const struct pcinet_win_hdr *hdr)
+static inline void pcinet_layout_write_vio(void *win,
+					   const struct pcinet_win_hdr *hdr,
+					   const struct pcinet_win_vio *vio)
 {
 	struct pcinet_win_hdr *w = win;
 	const size_t skip = sizeof(hdr->magic);
@@ -545,8 +1026,25 @@ static inline void pcinet_layout_write(void *win,
 	memcpy((char *)win + skip, (const char *)hdr + skip,
 	       sizeof(*hdr) - skip);
 	memset((char *)win + sizeof(*hdr), 0, PCINET_HDR_SIZE - sizeof(*hdr));
+	if (vio && vio->magic)
+		memcpy((char *)win + PCINET_HDR_VIO_OFF, vio, sizeof(*vio));
 	/* P1: pairs with P2 in pcinet_layout_parse(); the body is first */
 	pcinet_hdr_store_release(&w->magic, hdr->magic);
+}
+
+/**
+ * pcinet_layout_write - store a window header into the window, magic last
+ * @win: the window (at least PCINET_HDR_SIZE bytes mapped)
+ * @hdr: the header, as pcinet_layout_fill() made it (and the platform
+ *	updated it since)
+ *
+ * pcinet_layout_write_vio() without virtio regions: the rest of the
+ * header page is zero.
+ */
+static inline void pcinet_layout_write(void *win,
+				       const struct pcinet_win_hdr *hdr)
+{
+	pcinet_layout_write_vio(win, hdr, NULL);
 }
 
 /**
@@ -570,6 +1068,31 @@ static inline int pcinet_layout_init(void *win, __u64 win_size,
 	if (pcinet_layout_fill(&hdr, win_size, nr_vectors))
 		return -1;
 	pcinet_layout_write(win, &hdr);
+	return 0;
+}
+
+/**
+ * pcinet_layout_init_vio - write a fresh window header with virtio regions
+ * @win: the window (at least PCINET_HDR_SIZE bytes mapped)
+ * @win_size: size of the window in bytes
+ * @nr_vectors: doorbell vectors each side can ring
+ * @vio_size: size of each virtio region (pcinet_layout_fill_vio()); 0
+ *	writes exactly what pcinet_layout_init() writes
+ *
+ * Nothing outside the header page is touched: each side zeroes what it
+ * writes in the peer's regions before it publishes anything there.
+ *
+ * Return: 0, or -1 (nothing written) if the sizes do not fit.
+ */
+static inline int pcinet_layout_init_vio(void *win, __u64 win_size,
+					 __u32 nr_vectors, __u64 vio_size)
+{
+	struct pcinet_win_hdr hdr;
+	struct pcinet_win_vio vio;
+
+	if (pcinet_layout_fill_vio(&hdr, &vio, win_size, nr_vectors, vio_size))
+		return -1;
+	pcinet_layout_write_vio(win, &hdr, &vio);
 	return 0;
 }
 

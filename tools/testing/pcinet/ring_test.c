@@ -1773,6 +1773,117 @@ static int t_layout_init(struct fx *f __maybe_unused,
 	return 0;
 }
 
+/*
+ * pcinet_layout_init_vio(): with no virtio regions, byte for byte what
+ * pcinet_layout_init() writes; with them, a header that a side without the
+ * virtio channel (pcinet_layout_parse()) still accepts, whose four regions
+ * are aligned, inside the window and clear of everything that side uses
+ * (header page, control inboxes, data inboxes and their rings) and of each
+ * other.
+ */
+static int t_layout_vio(struct fx *f __maybe_unused,
+			const struct tcase *tc __maybe_unused)
+{
+	static const struct {
+		u64 win;
+		u64 vio;
+	} sizes[] = {
+		{ 16 * MIB, 0 },
+		{ 16 * MIB, 2 * MIB },
+		{ 64 * MIB, 8 * MIB },
+		{ 1024 * MIB, 64 * MIB },
+		{ 4 * MIB, 0x10000 },
+	};
+	static const struct {
+		u64 win;
+		u64 vio;
+	} bad[] = {
+		{ 16 * MIB, 0x8000 },		/* not aligned */
+		{ 16 * MIB, 4 * MIB },		/* more than half */
+		{ 0x130000, 0x10000 },		/* no room left for the rings */
+	};
+	struct pcinet_win_hdr h;
+	struct pcinet_win_vio v;
+	struct pcinet_layout lay;
+	u64 start[9], len[9];
+	u8 *a, *b;
+	u32 i, j, k;
+	int r;
+
+	a = malloc(PCINET_HDR_SIZE);
+	b = malloc(PCINET_HDR_SIZE);
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return failf("out of memory");
+	}
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		memset(a, 0x5a, PCINET_HDR_SIZE);
+		memset(b, 0xa5, PCINET_HDR_SIZE);
+		r = pcinet_layout_init_vio(a, sizes[i].win, 3, sizes[i].vio);
+		if (r || pcinet_layout_parse(a, sizes[i].win, &lay))
+			goto fail;
+		if (!sizes[i].vio) {
+			if (pcinet_layout_init(b, sizes[i].win, 3) ||
+			    memcmp(a, b, PCINET_HDR_SIZE))
+				goto fail;
+			continue;
+		}
+		memcpy(&h, a, sizeof(h));
+		memcpy(&v, a + PCINET_HDR_VIO_OFF, sizeof(v));
+		if (le32_to_cpu(v.magic) != PCINET_WIN_VIO_MAGIC ||
+		    le16_to_cpu(v.version) != PCINET_WIN_VIO_VERSION ||
+		    le16_to_cpu(v.size) != sizeof(v) ||
+		    le64_to_cpu(h.win_size) != sizes[i].win)
+			goto fail;
+		start[0] = 0;
+		len[0] = PCINET_HDR_SIZE;
+		for (j = 0; j < 2; j++) {
+			start[1 + j] = le64_to_cpu(h.side[j].ctrl_off);
+			len[1 + j] = PCINET_CTRL_SIZE;
+			start[3 + j] = le64_to_cpu(h.side[j].data_off);
+			len[3 + j] = le64_to_cpu(h.side[j].data_size);
+			start[5 + 2 * j] = le64_to_cpu(v.side[j].dev_off);
+			len[5 + 2 * j] = le64_to_cpu(v.side[j].dev_size);
+			start[6 + 2 * j] = le64_to_cpu(v.side[j].drv_off);
+			len[6 + 2 * j] = le64_to_cpu(v.side[j].drv_size);
+		}
+		for (j = 5; j < 9; j++)
+			if (start[j] % PCINET_VIO_ALIGN ||
+			    len[j] != sizes[i].vio ||
+			    start[j] + len[j] > sizes[i].win)
+				goto fail;
+		for (j = 0; j < 9; j++)
+			for (k = j + 1; k < 9; k++)
+				if (start[j] < start[k] + len[k] &&
+				    start[k] < start[j] + len[j])
+					goto fail;
+		/* the rings an old side places stay inside its data inboxes */
+		for (j = 0; j < 2; j++)
+			for (k = 0; k < PCINET_NR_CHAN; k++)
+				if (lay.ring[j][k].off + lay.ring[j][k].size >
+				    start[3 + j] + len[3 + j])
+					goto fail;
+	}
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		memset(a, 0x5a, PCINET_HDR_SIZE);
+		r = pcinet_layout_init_vio(a, bad[i].win, 3, bad[i].vio);
+		for (j = 0; j < PCINET_HDR_SIZE && a[j] == 0x5a; j++)
+			;
+		if (r != -1 || j != PCINET_HDR_SIZE) {
+			i += ARRAY_SIZE(sizes);
+			goto fail;
+		}
+	}
+	free(a);
+	free(b);
+	return 0;
+fail:
+	free(a);
+	free(b);
+	return failf("case %u: wrong virtio layout", i);
+}
+
 /* The rules a peer reads in pcinet_layout.h, checked as numbers. */
 static int t_rules(struct fx *f __maybe_unused,
 		   const struct tcase *tc __maybe_unused)
@@ -2194,6 +2305,7 @@ fail:
 static const struct tcase cases[] = {
 	{ "layout: window header parse",	t_layout,	0, NET, 0 },
 	{ "layout: pcinet_layout_init",		t_layout_init,	0, NET, 0 },
+	{ "layout: virtio regions",		t_layout_vio,	0, NET, 0 },
 	{ "layout: peer rules",			t_rules,	0, NET, 0 },
 	{ "handshake: decision table",		t_hs_table,	0, NET, 0 },
 	{ "handshake: fresh start both sides",	t_hs_fresh,	0, NET, 0 },
