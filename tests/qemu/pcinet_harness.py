@@ -408,6 +408,7 @@ class VM:
         self.stopped = False		# SIGSTOPped by kill()
         self.boot_time = None		# seconds from start() to @@READY
         self._id = 0
+        self._quiet = False		# no verbose echo (wait_until's own)
         self._lock = threading.Lock()
         self._qemu_log_mark = 0
 
@@ -647,7 +648,8 @@ class VM:
             if self.broken:
                 self._check_alive(f'{self.name}: sh({_short(cmd)})')
                 raise VMError(f'{self.name}: agent unusable ({self.broken})')
-            if VERBOSE:
+            echo = VERBOSE and not self._quiet
+            if echo:
                 _echo(self, cmd)
             cid = self._send(cmd)
             what = f'command {cid} ({_short(cmd)}) within {timeout}s'
@@ -674,7 +676,7 @@ class VM:
             except ValueError as e:
                 raise VMError(f'{self.name}: garbled agent output for '
                               f'command {cid}: {e}') from e
-            if VERBOSE:
+            if echo:
                 _echo(self, cmd, rc, out)
             return rc, out
 
@@ -714,8 +716,17 @@ class VM:
                   f'tail -n 30; exit 0; fi; '
                   f'usleep {int(interval * 1e6)}; {now}; done; '
                   f'{now}; echo "@@took $((t - t0))"')
-        out = self.run(script, timeout=timeout + max(60.0, timeout))
+        if VERBOSE:
+            info(f'{self.name}$ wait_until {timeout:g}s: {_short(cond, 200)}')
+        self._quiet = True
+        try:
+            out = self.run(script, timeout=timeout + max(60.0, timeout))
+        finally:
+            self._quiet = False
         m = re.search(r'^@@took (\d+)$', out, re.M)
+        if VERBOSE:
+            info(f'{self.name}: ' + (f'true after {int(m.group(1)) / 100:g}s'
+                                     if m else 'timed out'))
         if m:
             return int(m.group(1)) / 100
         if not must:
