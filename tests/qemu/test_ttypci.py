@@ -313,7 +313,8 @@ def _(t):
     t.b.wait_until(f'[ "$(cat /proc/{pid}/comm)" = sh ]', 10, must=False)
     comm = t.b.run(f'cat /proc/{pid}/comm; true')
     h.expect(comm.strip() == 'sh', f'getty did not start the shell: {comm}')
-    # HUPCL again for the final close.
+    # HUPCL again for the final close.  One command: fd 3 stays open
+    # across the wait (so a loop here, not vm.wait_until()).
     out = t.a.run(
         f'exec 3<>{TTY}; '
         'timeout 20 cat <&3 >/tmp/sess.out & c=$!; usleep 300000; '
