@@ -1446,9 +1446,10 @@ def main(argv=None):
                           f'since the case started) ---')
                     if lines:
                         print(_indent('\n'.join(lines), '    | '))
-                if topo.fabric and not topo.fabric.alive():
-                    print('    --- fabric log ---')
-                    print(_indent(_tail(topo.fabric.log, 20), '    | '))
+                for link, fab in zip(topo.links, topo.fabrics):
+                    if not fab.alive():
+                        print(f'    --- fabric log (link {"-".join(link)}) ---')
+                        print(_indent(_tail(fab.log, 20), '    | '))
                 topo.mark_dirty(f'case {c.name} failed')
             sys.stdout.flush()
             if stop:
