@@ -90,22 +90,6 @@ def _(t):
              'must=False did not give None')
 
 
-@h.case('topology-links', topology=dict(machines=('a', 'b', 'c'),
-                                        links=[('a', 'b'), ('b', 'c')]))
-def _(t):
-    # Each machine has one ivshmem-doorbell device per link, in the order
-    # of the links; a and c share nothing.
-    h.expect([vm.name for vm in t.vms] == ['a', 'b', 'c'], 'machines')
-    for vm in t.vms:
-        n = int(vm.run('grep -l 0x1110 /sys/bus/pci/devices/*/device | wc -l'))
-        want = len(t.vm_links(vm))
-        h.expect(n == want, f'{vm.name}: {n} ivshmem devices, want {want}')
-    h.expect((t.ifname('b', 'a'), t.ifname('b', 'c'), t.ifname('c', 'b'))
-             == ('pcinet0', 'pcinet1', 'pcinet0'), 'interface names')
-    h.expect(t.fabric_of('a', 'b') is not t.fabric_of('b', 'c'),
-             'two links share a fabric')
-
-
 @h.case('tools')
 def _(t):
     vm = t.a
@@ -159,6 +143,22 @@ def _(t):
     except h.VMError as e:
         h.expect('exited' in str(e), f'unclear error: {e}')
     h.expect(t.health() is not None, 'topology still looks healthy')
+
+
+@h.case('topology-links', topology=dict(machines=('a', 'b', 'c'),
+                                        links=[('a', 'b'), ('b', 'c')]))
+def _(t):
+    # Each machine has one ivshmem-doorbell device per link, in the order
+    # of the links; a and c share nothing.
+    h.expect([vm.name for vm in t.vms] == ['a', 'b', 'c'], 'machines')
+    for vm in t.vms:
+        n = int(vm.run('grep -l 0x1110 /sys/bus/pci/devices/*/device | wc -l'))
+        want = len(t.vm_links(vm))
+        h.expect(n == want, f'{vm.name}: {n} ivshmem devices, want {want}')
+    h.expect((t.ifname('b', 'a'), t.ifname('b', 'c'), t.ifname('c', 'b'))
+             == ('pcinet0', 'pcinet1', 'pcinet0'), 'interface names')
+    h.expect(t.fabric_of('a', 'b') is not t.fabric_of('b', 'c'),
+             'two links share a fabric')
 
 
 if __name__ == '__main__':
