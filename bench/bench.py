@@ -51,12 +51,10 @@ import math
 import os
 import platform
 import re
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -196,7 +194,7 @@ class Bench:
         self.trace = {}
         self.errors = []
         self.info = {}
-        self.a = self.b = self.fabric = None
+        self.a = self.b = self.fabric = self.topo = None
         self.workdir = None
 
     def add(self, name, value, unit):
@@ -226,58 +224,44 @@ class Bench:
 
     def boot(self):
         env = h.load_env()
-        runs = h.BUILD / 'qemu-run'
-        runs.mkdir(parents=True, exist_ok=True)
-        h._remove_stale_runs(runs)
-        wd = Path(tempfile.mkdtemp(prefix='run.bench.', dir=runs))
-        if len(str(wd / 'fabric.sock')) > 100:		# sun_path: 108 bytes
-            shutil.rmtree(wd)
-            wd = Path(tempfile.mkdtemp(prefix='pcinet-bench.'))
-        (wd / 'harness.pid').write_text(f'{os.getpid()}\n')
-        self.workdir = wd
+        wd = self.workdir = h.make_workdir('run.bench.')
         progress(f'building the guest initramfs (work dir {wd})')
-        initrd = h.build_initramfs(wd / 'initramfs.cpio.gz',
-                                   [ROOT / 'drivers/net/pcinet/pcinet.ko'], env)
-        self.fabric = h.Fabric(wd / 'fabric.sock')
-        self.fabric.start()
+        h.check_fresh_build()
+        initrd = h.build_initramfs(wd / 'initramfs.cpio.gz', [h.PCINET_KO], env)
         sock = wd / 'net.sock'
 
-        def vm(name, server, mac):
+        def nic(server, mac):
             nd = (f'stream,id=n0,server={"on" if server else "off"},'
                   f'addr.type=unix,addr.path={sock}')
-            return h.VM(name, wd, env['VMLINUZ'], initrd, fabrics=[self.fabric],
-                        nic=True, extra_args=[
-                            '-netdev', nd, '-device',
-                            f'virtio-net-pci,netdev=n0,host_mtu={HOST_MTU},mac={mac}'])
-        self.a = vm('a', True, '52:54:00:77:88:01')
-        self.b = vm('b', False, '52:54:00:77:88:02')
+            return ['-netdev', nd, '-device',
+                    f'virtio-net-pci,netdev=n0,host_mtu={HOST_MTU},mac={mac}']
+        # the harness's two machines and their pcinet link, each with a
+        # virtio-net NIC too (a is the stream server)
+        self.topo = h.Topology(wd, env['VMLINUZ'], initrd, dict(
+            nic=True, fabric_control=False,
+            vm_args={'a': nic(True, '52:54:00:77:88:01'),
+                     'b': nic(False, '52:54:00:77:88:02')}))
+        self.a, self.b, self.fabric = self.topo.a, self.topo.b, self.topo.fabric
         self.info['qemu_cmdline_a'] = ' '.join(self.a.cmdline())
+
+        def before_start(vm):		# the stream server must listen first
+            if vm.name != 'b':
+                return
+            deadline = time.monotonic() + 30
+            while not sock.exists():
+                if time.monotonic() > deadline or not self.a.alive():
+                    raise BenchError('a did not create the -netdev stream socket')
+                time.sleep(0.05)
         progress('booting a (pcinet fabric + virtio-net stream server) and b '
                  '(pcinet fabric + virtio-net stream client)')
-        self.a.start()
-        deadline = time.monotonic() + 30	# the stream server must listen first
-        while not sock.exists():
-            if time.monotonic() > deadline or not self.a.alive():
-                raise BenchError('a did not create the -netdev stream socket')
-            time.sleep(0.05)
-        self.b.start()
-        ta, tb = self.a.wait_ready(), self.b.wait_ready()
-        progress(f'guests up (a {ta:.1f}s, b {tb:.1f}s)')
+        self.topo.boot(before_start)
+        progress(f'guests up (a {self.a.boot_time:.1f}s, b {self.b.boot_time:.1f}s)')
 
     def teardown(self):
-        for vm in (self.a, self.b):
-            if vm is not None:
-                vm.kill(signal.SIGCONT)
-                vm.kill(signal.SIGKILL)
-                vm._close()
-        if self.fabric is not None:
-            self.fabric.stop()
+        if self.topo is not None:
+            self.topo.teardown()
         if self.workdir is not None:
-            if self.args.keep:
-                (self.workdir / 'harness.pid').unlink(missing_ok=True)
-                progress(f'kept {self.workdir}')
-            else:
-                shutil.rmtree(self.workdir, ignore_errors=True)
+            h.release_workdir(self.workdir, self.args.keep)
 
     def setup_guests(self):
         a, b = self.a, self.b

@@ -10,9 +10,7 @@ fails or with --keep / PCINET_KEEP=1.
 """
 
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -91,8 +89,7 @@ def main():
     t0 = time.monotonic()
     env = h.load_env()
     h.check_fresh_build()
-    (h.BUILD / 'qemu-run').mkdir(parents=True, exist_ok=True)
-    wd = Path(tempfile.mkdtemp(prefix='demo.', dir=h.BUILD / 'qemu-run'))
+    wd = h.make_workdir('demo.')
     print('== building the guests\' initramfs', flush=True)
     rc = 1
     topo = None
@@ -111,10 +108,8 @@ def main():
     finally:
         if topo is not None:
             topo.teardown()
-        if rc or keep:
+        if h.release_workdir(wd, keep=bool(rc or keep)):
             print(f'work dir kept: {wd} (console logs, initramfs)', flush=True)
-        else:
-            shutil.rmtree(wd, ignore_errors=True)
     print(f'demo {"done" if rc == 0 else "FAILED"} in '
           f'{time.monotonic() - t0:.0f}s', flush=True)
     return 1 if rc else 0

@@ -817,6 +817,7 @@ CONFIG = {
     'smp': 1,
     'append': '',		# extra kernel command line
     'vm_args': {},		# name -> extra QEMU args
+    'nic': False,		# False: "-nic none" (vm_args may add a NIC)
     'extra_modules': [],	# .ko files put in the guests' /lib/modules/extra
 }
 # Options that describe the machines and links (those a case may override
@@ -886,7 +887,7 @@ class Topology:
                        fabrics=[f for l, f in zip(links, self.fabrics)
                                 if n in l],
                        mem=cfg['mem'], smp=cfg['smp'], append=cfg['append'],
-                       extra_args=cfg['vm_args'].get(n, ()))
+                       extra_args=cfg['vm_args'].get(n, ()), nic=cfg['nic'])
                     for n in names]
         self.dirty = None
         self.boot_time = None
@@ -929,11 +930,16 @@ class Topology:
                 return f
         raise KeyError(f'no link between {n} and {p}')
 
-    def boot(self):
+    def boot(self, before_start=None):
+        """Start the fabrics and every VM, then wait until all are ready.
+        before_start(vm), if given, runs before each VM starts (e.g. to
+        wait for a socket the VM before it creates)."""
         t0 = time.monotonic()
         for f in self.fabrics:
             f.start()
         for vm in self.vms:		# start all, then wait: they boot in parallel
+            if before_start:
+                before_start(vm)
             vm.start()
         for vm in self.vms:
             vm.wait_ready()
@@ -1313,7 +1319,7 @@ def _reason(exc):
 
 def _remove_stale_runs(runs):
     """Remove work dirs left by harness runs that were killed (-9)."""
-    for d in runs.glob('run.*'):
+    for d in runs.glob('*.*'):
         try:
             pid = int((d / 'harness.pid').read_text())
             os.kill(pid, 0)
@@ -1323,6 +1329,33 @@ def _remove_stale_runs(runs):
         except (OSError, ValueError):
             continue			# no pid file: kept on purpose, or not ours
         shutil.rmtree(d, ignore_errors=True)
+
+
+def make_workdir(prefix='run.'):
+    """A new work dir build/qemu-run/<prefix>XXXX (or in /tmp if its
+    socket paths would be too long) holding harness.pid, so that a later
+    run removes it if this process dies without cleaning up; work dirs of
+    such dead runs are removed now.  release_workdir() ends it."""
+    runs = BUILD / 'qemu-run'
+    runs.mkdir(parents=True, exist_ok=True)
+    _remove_stale_runs(runs)
+    wd = Path(tempfile.mkdtemp(prefix=prefix, dir=runs))
+    if len(str(wd / 'fabric.sock')) > 100:	# sun_path is 108 bytes
+        shutil.rmtree(wd)
+        wd = Path(tempfile.mkdtemp(prefix='pcinet-' + prefix))
+    (wd / 'harness.pid').write_text(f'{os.getpid()}\n')
+    return wd
+
+
+def release_workdir(wd, keep):
+    """Remove the work dir, or with keep leave it (and no later run will
+    remove it); returns whether it was kept."""
+    if keep:
+        (Path(wd) / 'harness.pid').unlink(missing_ok=True)
+        info(f'kept {wd}')
+    else:
+        shutil.rmtree(wd, ignore_errors=True)
+    return keep
 
 
 def main(argv=None):
@@ -1356,14 +1389,7 @@ def main(argv=None):
 
     keep = args.keep or os.environ.get('PCINET_KEEP') == '1'
     env = load_env()
-    runs = BUILD / 'qemu-run'
-    runs.mkdir(parents=True, exist_ok=True)
-    _remove_stale_runs(runs)
-    workdir = Path(tempfile.mkdtemp(prefix='run.', dir=runs))
-    if len(str(workdir / 'fabric.sock')) > 100:	# sun_path is 108 bytes
-        shutil.rmtree(workdir)
-        workdir = Path(tempfile.mkdtemp(prefix='pcinet-run.'))
-    (workdir / 'harness.pid').write_text(f'{os.getpid()}\n')
+    workdir = make_workdir()
     info(f'work dir {workdir}')
 
     passed = failed = skipped = 0
@@ -1465,11 +1491,7 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, old_term)
         if topo is not None:
             topo.teardown()
-        if keep:
-            (workdir / 'harness.pid').unlink()	# so no later run removes it
-            info(f'kept {workdir}')
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        release_workdir(workdir, keep)
     print(summary(passed, failed, skipped), flush=True)
     return 1 if failed else 0
 

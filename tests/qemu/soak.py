@@ -86,8 +86,7 @@ def main():
         print(f'soak: {e}')
         print(h.summary(0, 1))
         return 1
-    wd = h.BUILD / 'qemu-run' / f'soak.{os.getpid()}'
-    wd.mkdir(parents=True, exist_ok=True)
+    wd = h.make_workdir('soak.')
     initrd = h.build_initramfs(wd / 'initramfs.cpio.gz', [h.PCINET_KO], env)
     h.configure(fabric_control=True)
     t = h.Topology(wd, env['VMLINUZ'], initrd)
@@ -169,11 +168,8 @@ def main():
           f'{(recov[-1] if recov else 0):.2f}s')
     for r in reports[:20]:
         print(f'soak: report: {r}')
-    if failed:
+    if h.release_workdir(wd, keep=bool(failed or args.keep)) and failed:
         print(f'soak: FAILED: {failed} (logs in {wd})')
-    elif not args.keep:
-        import shutil
-        shutil.rmtree(wd, ignore_errors=True)
     print(h.summary(0 if failed else 1, 1 if failed else 0))
     return 1 if failed else 0
 
