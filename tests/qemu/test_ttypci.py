@@ -14,9 +14,9 @@ clear it.  Every guest command that reads or writes the tty runs under
 `timeout`, so a lost byte fails a case instead of hanging the agent.
 
 Each case starts from freshly loaded modules (empty rings, default termios)
-and fails if it does not hold what a user relies on.  pcinet0 is up on
-both sides, with no address: its carrier (sysfs) says the link is up; speeds are printed,
-not asserted (that is `make bench`).
+and fails if it does not hold what a user relies on; speeds are printed,
+not asserted (that is `make bench`).  pcinet0 is up on both sides, with no
+address: its carrier (sysfs) is how a case knows the link is up.
 """
 
 import hashlib
