@@ -39,6 +39,7 @@ label, for both.  Progress goes to stdout.  Usage:
 
     python3 bench/bench.py [--reps N] [--secs S] [--keep] [--out DIR]
     python3 bench/bench.py --report-only [--out DIR]   (= bench/report.py)
+    python3 bench/bench.py --smoke    (boot, set up, 1 s of iperf3 per link)
 
 Environment: BENCH_REPS, BENCH_SECS (defaults for the options); those of
 tests/qemu/pcinet_harness.py (QEMU, PCINET_FABRIC, PCINET_BOOT_TIMEOUT).
@@ -933,6 +934,27 @@ def git_info():
                          if len(l) > 3]}
 
 
+def smoke(args):
+    """bench.py --smoke: everything but the measuring."""
+    bench = Bench(args)
+    try:
+        bench.boot()
+        bench.setup_guests()
+        for link in LINKS:
+            res = bench.iperf(LINKS[link][2], 1)
+            progress(f'  {LABEL[link]:17s} iperf3 1 s: {h.iperf3_mbps(res):.0f} Mbit/s')
+        splats = [s for vm in (bench.a, bench.b) for s in h.dmesg_check(vm.console_log())]
+        if splats:
+            raise BenchError(f'kernel splat: {splats[0]}')
+    except (h.HarnessError, h.CaseFailure, BenchError) as e:
+        progress(f'smoke FAILED: {type(e).__name__}: {e}')
+        return 1
+    finally:
+        bench.teardown()
+    progress('smoke passed')
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description='pcinet against virtio-net/stream')
     ap.add_argument('--reps', type=int, default=int(os.environ.get('BENCH_REPS', '3')))
@@ -942,11 +964,16 @@ def main(argv=None):
     ap.add_argument('--report-only', action='store_true',
                     help='measure nothing: write latest.md and latest.png again from '
                     'OUT/latest.json (bench/report.py)')
+    ap.add_argument('--smoke', action='store_true',
+                    help='a minute\'s check of the machinery: boot, set the guests up, one '
+                    '1 s iperf3 per link, tear down; no figure is kept, nothing written')
     args = ap.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     if args.report_only:
         return report.main([str(out / 'latest.json')])
+    if args.smoke:
+        return smoke(args)
+    out.mkdir(parents=True, exist_ok=True)
 
     def on_term(*_):
         raise KeyboardInterrupt
