@@ -30,10 +30,16 @@ with min and max:
   - evidence: kprobe + hist-trigger counts of every skb copy and software
     checksum function, by caller, during one bulk run on each link.
 
-Writes bench/results/latest.json, latest.md and latest.png (gnuplot).
-Progress goes to stdout.  Usage:
+Measuring and reporting are apart: this file measures and writes
+bench/results/latest.json (every figure, the runs, the trace, the
+metadata); bench/report.py turns that file into latest.md and latest.png
+(gnuplot), at the end of a run or again later from saved results
+(--report-only).  bench/figures.py defines every figure's key, unit and
+label, for both.  Progress goes to stdout.  Usage:
 
     python3 bench/bench.py [--reps N] [--secs S] [--keep] [--out DIR]
+    python3 bench/bench.py --report-only [--out DIR]   (= bench/report.py)
+    python3 bench/bench.py --smoke    (boot, set up, 1 s of iperf3 per link)
 
 Environment: BENCH_REPS, BENCH_SECS (defaults for the options); those of
 tests/qemu/pcinet_harness.py (QEMU, PCINET_FABRIC, PCINET_BOOT_TIMEOUT).
@@ -46,32 +52,23 @@ import math
 import os
 import platform
 import re
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / 'tests/qemu'))
+sys.path.insert(0, str(HERE))
 import pcinet_harness as h  # noqa: E402
+import figures as F  # noqa: E402
+import report  # noqa: E402
+from figures import HOST_MTU, LABEL, LINKS, MTUS, PING_COUNT  # noqa: E402
 
 ROOT = h.ROOT
-KO = '/lib/modules/extra/pcinet.ko'
 TRACEFS = '/sys/kernel/tracing'
-MTUS = (1500, 9000, 65535)
-HOST_MTU = 65535		# virtio-net-pci host_mtu: a uint16 in QEMU 7.2
-LINKS = {
-    # name: (guest interface, address of a, address of b)
-    'pcinet': ('pcinet0', '10.77.0.1', '10.77.0.2'),
-    'virtio_stream': ('eth0', '10.88.0.1', '10.88.0.2'),
-}
-LABEL = {'pcinet': 'pcinet', 'virtio_stream': 'virtio-net/stream',
-         'pcinet_threaded': 'pcinet, threaded', 'pcinet_nocrc': 'pcinet, no CRC'}
-PING_COUNT = 1000
 SOCKPERF_PORT = 11111
 USER_HZ = 100
 
@@ -198,18 +195,23 @@ class Bench:
         self.trace = {}
         self.errors = []
         self.info = {}
-        self.a = self.b = self.fabric = None
+        self.a = self.b = self.fabric = self.topo = None
         self.workdir = None
 
     def add(self, name, value, unit):
         self.raw.setdefault(name, []).append(value)
         self.units[name] = unit
 
+    def addf(self, link, name, value):
+        """add() a figure of bench/figures.py's tables: its key (name on
+        link; a full key if link is None) and unit from there."""
+        self.add(F.key(link, name) if link else name, value, F.unit(name))
+
     def attempt(self, what, fn, *args):
         """fn(*args); a BenchError is recorded as a missing figure, not fatal."""
         try:
             fn(*args)
-        except BenchError as e:
+        except (BenchError, h.CaseFailure) as e:
             self.error(what, e)
 
     def error(self, what, e):
@@ -223,73 +225,56 @@ class Bench:
 
     def boot(self):
         env = h.load_env()
-        runs = h.BUILD / 'qemu-run'
-        runs.mkdir(parents=True, exist_ok=True)
-        h._remove_stale_runs(runs)
-        wd = Path(tempfile.mkdtemp(prefix='run.bench.', dir=runs))
-        if len(str(wd / 'fabric.sock')) > 100:		# sun_path: 108 bytes
-            shutil.rmtree(wd)
-            wd = Path(tempfile.mkdtemp(prefix='pcinet-bench.'))
-        (wd / 'harness.pid').write_text(f'{os.getpid()}\n')
-        self.workdir = wd
+        wd = self.workdir = h.make_workdir('run.bench.')
         progress(f'building the guest initramfs (work dir {wd})')
-        initrd = h.build_initramfs(wd / 'initramfs.cpio.gz',
-                                   [ROOT / 'drivers/net/pcinet/pcinet.ko'], env)
-        self.fabric = h.Fabric(wd / 'fabric.sock')
-        self.fabric.start()
+        h.check_fresh_build()
+        initrd = h.build_initramfs(wd / 'initramfs.cpio.gz', [h.PCINET_KO], env)
         sock = wd / 'net.sock'
 
-        def vm(name, server, mac):
+        def nic(server, mac):
             nd = (f'stream,id=n0,server={"on" if server else "off"},'
                   f'addr.type=unix,addr.path={sock}')
-            return h.VM(name, wd, env['VMLINUZ'], initrd, fabrics=[self.fabric],
-                        nic=True, extra_args=[
-                            '-netdev', nd, '-device',
-                            f'virtio-net-pci,netdev=n0,host_mtu={HOST_MTU},mac={mac}'])
-        self.a = vm('a', True, '52:54:00:77:88:01')
-        self.b = vm('b', False, '52:54:00:77:88:02')
+            return ['-netdev', nd, '-device',
+                    f'virtio-net-pci,netdev=n0,host_mtu={HOST_MTU},mac={mac}']
+        # the harness's two machines and their pcinet link, each with a
+        # virtio-net NIC too (a is the stream server)
+        self.topo = h.Topology(wd, env['VMLINUZ'], initrd, dict(
+            nic=True, fabric_control=False,
+            vm_args={'a': nic(True, '52:54:00:77:88:01'),
+                     'b': nic(False, '52:54:00:77:88:02')}))
+        self.a, self.b, self.fabric = self.topo.a, self.topo.b, self.topo.fabric
         self.info['qemu_cmdline_a'] = ' '.join(self.a.cmdline())
+
+        def before_start(vm):		# the stream server must listen first
+            if vm.name != 'b':
+                return
+            deadline = time.monotonic() + 30
+            while not sock.exists():
+                if time.monotonic() > deadline or not self.a.alive():
+                    raise BenchError('a did not create the -netdev stream socket')
+                time.sleep(0.05)
         progress('booting a (pcinet fabric + virtio-net stream server) and b '
                  '(pcinet fabric + virtio-net stream client)')
-        self.a.start()
-        deadline = time.monotonic() + 30	# the stream server must listen first
-        while not sock.exists():
-            if time.monotonic() > deadline or not self.a.alive():
-                raise BenchError('a did not create the -netdev stream socket')
-            time.sleep(0.05)
-        self.b.start()
-        ta, tb = self.a.wait_ready(), self.b.wait_ready()
-        progress(f'guests up (a {ta:.1f}s, b {tb:.1f}s)')
+        self.topo.boot(before_start)
+        progress(f'guests up (a {self.a.boot_time:.1f}s, b {self.b.boot_time:.1f}s)')
 
     def teardown(self):
-        for vm in (self.a, self.b):
-            if vm is not None:
-                vm.kill(signal.SIGCONT)
-                vm.kill(signal.SIGKILL)
-                vm._close()
-        if self.fabric is not None:
-            self.fabric.stop()
+        if self.topo is not None:
+            self.topo.teardown()
         if self.workdir is not None:
-            if self.args.keep:
-                (self.workdir / 'harness.pid').unlink(missing_ok=True)
-                progress(f'kept {self.workdir}')
-            else:
-                shutil.rmtree(self.workdir, ignore_errors=True)
+            h.release_workdir(self.workdir, self.args.keep)
 
     def setup_guests(self):
         a, b = self.a, self.b
         for vm, n in ((a, 1), (b, 2)):
-            run(vm, f"grep -q '^pcinet ' /proc/modules || insmod {KO}; "
-                'for i in $(seq 50); do [ -e /sys/class/net/pcinet0 ] && break; '
-                'usleep 100000; done; [ -e /sys/class/net/pcinet0 ]')
+            h.load(vm)		# checks that it is the module built here
             run(vm, f'ip addr add 10.77.0.{n}/24 dev pcinet0 && ip link set pcinet0 up && '
                 f'ip addr add 10.88.0.{n}/24 dev eth0 && ip link set eth0 up')
             run(vm, f'mountpoint -q {TRACEFS} || mount -t tracefs nodev {TRACEFS}')
         for vm in (a, b):
-            run(vm, 'for i in $(seq 150); do [ "$(cat /sys/class/net/pcinet0/carrier '
-                '2>/dev/null)" = 1 ] && exit 0; usleep 100000; done; exit 1', timeout=60)
-        for link, (ifn, ipa, ipb) in LINKS.items():
-            run(a, f'for i in 1 2 3 4 5; do ping -c1 -W2 {ipb} >/dev/null && exit 0; done; exit 1')
+            h.wait_carrier(vm, 1, 15)
+        for link in LINKS:
+            self.reachable(link)
         run(b, 'iperf3 -s -D >/dev/null 2>&1; '
             f'[ -x /usr/bin/sockperf ] && sockperf server -i 0.0.0.0 -p {SOCKPERF_PORT} '
             '--daemonize >/dev/null 2>&1; usleep 300000; pidof iperf3 >/dev/null')
@@ -321,38 +306,35 @@ class Bench:
         ifn = LINKS[link][0]
         for vm in (self.a, self.b):
             run(vm, f'ip link set {ifn} mtu {mtu}')
-        run(self.a, f'for i in 1 2 3 4 5; do ping -c1 -W2 {LINKS[link][2]} >/dev/null && exit 0; done; exit 1')
+        self.reachable(link)
+
+    def reachable(self, link):
+        """a pings b over link (10 s to answer)."""
+        try:
+            self.a.wait_until(f'ping -c1 -W2 {LINKS[link][2]}', 10,
+                              what=f'a ping of b over {LABEL[link]}')
+        except h.CaseFailure as e:
+            raise BenchError(str(e)) from None
 
     # -- iperf3 -------------------------------------------------------------
 
-    def iperf(self, args, timeout):
-        """Run iperf3 on a against b's server; returns the parsed JSON."""
-        for attempt in range(4):
-            rc, out = sh(self.a, f'iperf3 -J -i 0 {args}', timeout)
-            try:
-                res = json.loads(out[out.index('{'):])
-            except ValueError:
-                res = {'error': out[-500:]}
-            err = res.get('error')
-            if rc == 0 and not err:
-                return res
-            if err and ('busy' in err or 'Connection refused' in err):
-                # the server still finishing the last test, or gone
-                sh(self.b, 'pidof iperf3 >/dev/null || iperf3 -s -D >/dev/null 2>&1; usleep 500000')
-                time.sleep(1)
-                continue
-            break
-        raise BenchError(f'iperf3 {args}: rc {rc}: {err or out[-500:]}')
+    def iperf(self, server_ip, secs, args=''):
+        """iperf3 on a against b's server (started by setup_guests(), again
+        if it is gone); the parsed JSON."""
+        try:
+            return h.iperf3(self.a, server_ip, args, secs, server=self.b,
+                            one_off=False, timeout=secs + 60, tries=4)
+        except h.CaseFailure as e:
+            raise BenchError(str(e)) from None
 
     def tcp(self, link, mtu, direction, streams, rep, fig_link=None):
         ifn, _, ipb = LINKS[link]
         label = LABEL.get(fig_link, LABEL[link])
         sender, receiver = (self.a, self.b) if direction == 'tx' else (self.b, self.a)
         s0 = {vm.name: snapshot(vm) for vm in (self.a, self.b)}
-        res = self.iperf(f'-c {ipb} -t {self.secs} -P {streams}'
-                         + (' -R' if direction == 'rx' else ''), timeout=self.secs + 60)
+        res = self.iperf(ipb, self.secs, f'-P {streams}' + (' -R' if direction == 'rx' else ''))
         s1 = {vm.name: snapshot(vm) for vm in (self.a, self.b)}
-        mbps = res['end']['sum_received']['bits_per_second'] / 1e6
+        mbps = h.iperf3_mbps(res)
         sent = (s1[sender.name]['net'][(ifn, 'tx_bytes')]
                 - s0[sender.name]['net'][(ifn, 'tx_bytes')])
         r = {'link': link, 'mtu': mtu, 'dir': direction, 'streams': streams,
@@ -378,12 +360,14 @@ class Bench:
                 side.update(packets=pk, interrupts=vi, proc_irqs=vi)
             r['side'][vm.name] = side
         gb = sent / 1e9
-        tag = 'p4_' if streams > 1 else ''
-        pre = f'{fig_link or link}.tcp.mtu{mtu}.{direction}_'
-        self.add(f'{pre}{tag}mbps', mbps, 'Mbit/s')
+        tag = F.STREAMS[streams]
+        fl = fig_link or link
+        self.add(F.key(fl, F.tcp(mtu, direction, tag)), mbps, 'Mbit/s')
         if gb > 0:
-            self.add(f'{pre}{tag}cpu_sender_s_per_gb', r['cpu'][sender.name]['busy_s'] / gb, 's/GB')
-            self.add(f'{pre}{tag}cpu_receiver_s_per_gb', r['cpu'][receiver.name]['busy_s'] / gb, 's/GB')
+            self.add(F.key(fl, F.tcp(mtu, direction, tag, 'cpu_sender_s_per_gb')),
+                     r['cpu'][sender.name]['busy_s'] / gb, 's/GB')
+            self.add(F.key(fl, F.tcp(mtu, direction, tag, 'cpu_receiver_s_per_gb')),
+                     r['cpu'][receiver.name]['busy_s'] / gb, 's/GB')
         self.runs.append(r)
         extra = ''
         if link == 'pcinet':
@@ -414,7 +398,7 @@ class Bench:
         label = LABEL.get(fig_link, LABEL[link])
         link = fig_link or link
         s0 = {vm.name: self.udp_snap(vm, ifn) for vm in (self.a, self.b)}
-        res = self.iperf(f'-c {ipb} -u -l 64 -b 0 -t {self.secs}', timeout=self.secs + 60)
+        res = self.iperf(ipb, self.secs, '-u -l 64 -b 0')
         s1 = {vm.name: self.udp_snap(vm, ifn) for vm in (self.a, self.b)}
         d = {n: delta(s0[n], s1[n]) for n in s0}
         e = res['end']
@@ -424,9 +408,9 @@ class Bench:
         rx_pps = got / recv['seconds'] if recv['seconds'] else 0
         tx_pps = sent['packets'] / sent['seconds'] if sent['seconds'] else 0
         loss = recv['lost_percent']
-        self.add(f'{link}.udp64.rx_pps', rx_pps, 'packets/s')
-        self.add(f'{link}.udp64.tx_pps', tx_pps, 'packets/s')
-        self.add(f'{link}.udp64.loss_pct', loss, '%')
+        self.addf(link, 'udp64.rx_pps', rx_pps)
+        self.addf(link, 'udp64.tx_pps', tx_pps)
+        self.addf(link, 'udp64.loss_pct', loss)
         # where the datagrams went, as % of those iperf3 sent
         n = sent['packets'] or 1
         where = {
@@ -436,9 +420,9 @@ class Bench:
             'receiver_rcvbuf_drop_pct': d['b'].get('udp RcvbufErrors', 0),
         }
         for k, v in where.items():
-            self.add(f'{link}.udp64.{k}', 100 * v / n, '% of sent')
+            self.addf(link, f'udp64.{k}', 100 * v / n)
         wire = d['b'].get('if rx_packets', 0)
-        self.add(f'{link}.udp64.reached_receiver_pct', 100 * wire / n, '% of sent')
+        self.addf(link, 'udp64.reached_receiver_pct', 100 * wire / n)
         progress(f'  {label:17s} udp 64 B  rep {rep}: sent {tx_pps:8.0f} pps, '
                  f'received {rx_pps:8.0f} pps, loss {loss:.1f}% (reached b {100 * wire / n:.0f}%, '
                  f'b socket buffer full {100 * where["receiver_rcvbuf_drop_pct"] / n:.0f}%, '
@@ -466,10 +450,10 @@ class Bench:
         if len(t) < PING_COUNT * 0.99:
             raise BenchError(f'ping: only {len(t)} of {PING_COUNT} replies:\n{out[-300:]}')
         p50, p99, avg = pctl(t, 50), pctl(t, 99), sum(t) / len(t)
-        self.add(f'{link}.ping.p50_us', p50, 'us')
-        self.add(f'{link}.ping.p99_us', p99, 'us')
-        self.add(f'{link}.ping.avg_us', avg, 'us')
-        self.add(f'{link}.ping.replies', len(t), 'replies')
+        self.addf(link, 'ping.p50_us', p50)
+        self.addf(link, 'ping.p99_us', p99)
+        self.addf(link, 'ping.avg_us', avg)
+        self.add(F.key(link, F.PING_REPLIES), len(t), 'replies')
         progress(f'  {label:17s} ping x{len(t)}  rep {rep}: p50 {p50:7.0f} us, '
                  f'p99 {p99:7.0f} us, mean {avg:7.0f} us')
 
@@ -483,9 +467,9 @@ class Bench:
         n = re.search(r'Total (\d+) observations', out)
         if '50.000' not in p or '99.000' not in p or not m:
             raise BenchError('sockperf output not understood:\n' + out[-800:])
-        self.add(f'{link}.udp_rr.p50_us', float(p['50.000']), 'us')
-        self.add(f'{link}.udp_rr.p99_us', float(p['99.000']), 'us')
-        self.add(f'{link}.udp_rr.avg_us', float(m.group(1)), 'us')
+        self.addf(link, 'udp_rr.p50_us', float(p['50.000']))
+        self.addf(link, 'udp_rr.p99_us', float(p['99.000']))
+        self.addf(link, 'udp_rr.avg_us', float(m.group(1)))
         progress(f"  {LABEL[link]:17s} sockperf x{n.group(1) if n else '?'}  rep {rep}: "
                  f"p50 {float(p['50.000']):7.0f} us, p99 {float(p['99.000']):7.0f} us")
 
@@ -495,22 +479,18 @@ class Bench:
         if not self.info['guest']['has_memcpy']:
             raise BenchError('pcinet-memcpy is not in the initramfs')
         out = run(self.a, f'pcinet-memcpy -r {self.reps} -t 0.3 1500 65536', timeout=300)
-        names = {'write_kernel': 'window.memcpy', 'read_kernel': 'window.read',
-                 'write_movsb': 'window.movsb', 'write_glibc': 'window.glibc',
-                 'ram_kernel': 'ram.memcpy'}
         m = re.search(r'area_off=(\S+) area_size=(\d+)', out)
         if m:
             self.info['memcpy_area'] = f'offset {m.group(1)}, {int(m.group(2)) >> 10} KiB'
         for rep, chunk, op, mbps in re.findall(
                 r'rep=(\d+) chunk=(\d+) op=(\w+) mbps=([0-9.]+)', out):
-            sz = '64k' if chunk == '65536' else chunk
-            self.add(f'{names[op]}_{sz}_mbps', float(mbps), 'MB/s')
-        k = 'window.memcpy_64k_mbps'
+            self.add(F.window(F.WINDOW[op][0], int(chunk)), float(mbps), F.WINDOW_UNIT)
+        k = F.WINDOW_REF
         if k in self.raw:
             progress(f"  window copy (kernel memcpy loop): 1500 B "
-                     f"{statistics.median(self.raw['window.memcpy_1500_mbps']):.0f} MB/s, "
+                     f"{statistics.median(self.raw[F.window('window.memcpy', 1500)]):.0f} MB/s, "
                      f"64 KiB {statistics.median(self.raw[k]):.0f} MB/s; rep movsb 64 KiB "
-                     f"{statistics.median(self.raw['window.movsb_64k_mbps']):.0f} MB/s")
+                     f"{statistics.median(self.raw[F.window('window.movsb', 65536)]):.0f} MB/s")
 
     # -- tty -------------------------------------------------------------------
 
@@ -523,8 +503,8 @@ class Bench:
         for rep in range(1, self.reps + 1):
             out = run(a, f'pcinet-ttyperf rtt {dev} 200 1', timeout=120)
             m = re.search(r'p50_us=([0-9.]+) p99_us=([0-9.]+) avg_us=([0-9.]+)', out)
-            self.add('pcinet.tty.echo_rtt_p50_us', float(m.group(1)), 'us')
-            self.add('pcinet.tty.echo_rtt_p99_us', float(m.group(2)), 'us')
+            self.addf(None, 'pcinet.tty.echo_rtt_p50_us', float(m.group(1)))
+            self.addf(None, 'pcinet.tty.echo_rtt_p99_us', float(m.group(2)))
             progress(f'  ttyPCI0 echo x200  rep {rep}: p50 {float(m.group(1)):.0f} us, '
                      f'p99 {float(m.group(2)):.0f} us')
         sh(b, 'killall pcinet-ttyperf 2>/dev/null; usleep 200000')
@@ -534,28 +514,16 @@ class Bench:
             time.sleep(0.3)
             sh(a, f'timeout -s KILL {self.secs} /usr/bin/pcinet-ttyperf send {dev} 4000000000',
                timeout=self.secs + 30)
-            out = run(b, 'for i in $(seq 100); do grep -q done /tmp/tty-recv.out && break; '
-                      'usleep 100000; done; cat /tmp/tty-recv.out', timeout=60)
+            b.wait_until('grep -q done /tmp/tty-recv.out', 10, must=False)
+            out = run(b, 'cat /tmp/tty-recv.out')
             m = re.search(r'bytes=(\d+) secs=([0-9.]+) kBps=([0-9.]+)', out)
-            self.add('pcinet.tty.throughput_kBps', float(m.group(3)), 'kB/s')
+            self.addf(None, 'pcinet.tty.throughput_kBps', float(m.group(3)))
             progress(f'  ttyPCI0 a->b  rep {rep}: {float(m.group(3)):.1f} kB/s '
                      f'({int(m.group(1))} bytes)')
 
     # -- copy and checksum evidence (kprobes + hist triggers) --------------------
 
-    PROBES = {
-        # event: (function, length argument or None)
-        'skb_copy_bits': ('skb_copy_bits', '$arg4:s32'),
-        'skb_store_bits': ('skb_store_bits', '$arg4:s32'),
-        '__pskb_pull_tail': ('__pskb_pull_tail', '$arg2:s32'),
-        'pskb_expand_head': ('pskb_expand_head', None),
-        'skb_segment': ('skb_segment', None),
-        'skb_copy_and_csum_bits': ('skb_copy_and_csum_bits', '$arg4:s32'),
-        'csum_partial': ('csum_partial', '$arg2:s32'),
-        '__skb_checksum': ('__skb_checksum', '$arg3:s32'),
-        'skb_checksum_help': ('skb_checksum_help', None),
-        '__skb_checksum_complete': ('__skb_checksum_complete', None),
-    }
+    PROBES = F.PROBES
 
     def trace_setup(self):
         lines = [f'cd {TRACEFS}', 'echo > kprobe_events']
@@ -617,7 +585,7 @@ class Bench:
         self.trace_arm(True)
         s0 = {vm.name: snapshot(vm) for vm in (self.a, self.b)}
         secs = 3
-        res = self.iperf(f'-c {ipb} -t {secs}', timeout=secs + 60)
+        res = self.iperf(ipb, secs)
         s1 = {vm.name: snapshot(vm) for vm in (self.a, self.b)}
         self.trace_arm(False)
         hist = self.trace_collect()
@@ -625,7 +593,7 @@ class Bench:
         for n in ('a', 'b'):
             net[n] = {f: s1[n]['net'][(ifn, f)] - s0[n]['net'][(ifn, f)]
                       for f in ('tx_packets', 'rx_packets', 'tx_bytes', 'rx_bytes')}
-        t = {'mbps_with_probes': res['end']['sum_received']['bits_per_second'] / 1e6,
+        t = {'mbps_with_probes': h.iperf3_mbps(res),
              'mtu': 1500, 'secs': secs, 'net': net, 'hist': hist}
         # sender a: copies into the link per packet/byte sent; receiver b: out of it
         drv = {'pcinet': ('pcinet_xmit', 'pcinet_poll')}.get(link)
@@ -671,7 +639,7 @@ class Bench:
         self.trace[link] = t
         for k, v in summ.items():
             if v is not None:
-                self.add(f'{link}.trace.{k}', v, 'ratio' if 'per' in k else 'calls')
+                self.add(F.key(link, F.trace(k)), v, 'ratio' if 'per' in k else 'calls')
         s = ', '.join(f'{k} {v:.3f}' if isinstance(v, float) else f'{k} {v}'
                       for k, v in summ.items() if v is not None)
         progress(f'  {LABEL[link]:17s} trace (mtu 1500, a->b, {secs}s): {s}')
@@ -773,7 +741,7 @@ class Bench:
         # pcinet doorbells and interrupts per packet, over every bulk TCP run
         for link in LINKS:
             runs = [r for r in self.runs if r['link'] == link]
-            for scope, sel in [('', runs)] + [(f'mtu{m}.', [r for r in runs if r['mtu'] == m])
+            for mtu, sel in [(None, runs)] + [(m, [r for r in runs if r['mtu'] == m])
                                               for m in MTUS]:
                 for n in ('a', 'b'):
                     sides = [r['side'][n] for r in sel if r['side'][n]['packets']]
@@ -789,66 +757,64 @@ class Bench:
                         }
                     else:
                         vals = {'interrupts_per_packet': [s['interrupts'] / s['packets'] for s in sides]}
-                    if scope:		# per MTU: only the sum that the target is about
+                    if mtu:		# per MTU: only the sum that the target is about
                         k = 'events_per_packet' if link == 'pcinet' else 'interrupts_per_packet'
                         vals = {k: vals[k]}
                         if link == 'pcinet':
                             # per MTU-sized frame the same bytes would take on a wire
-                            m = int(scope[3:-1])
                             vals['events_per_frame_equiv'] = [
                                 (s['doorbells'] + s['interrupts'])
-                                / max(1.0, (s['net']['tx_bytes'] + s['net']['rx_bytes']) / m)
+                                / max(1.0, (s['net']['tx_bytes'] + s['net']['rx_bytes']) / mtu)
                                 for s in sides]
                     for k, v in vals.items():
                         f = fig(v, 'per packet', 'median over bulk TCP runs')
                         if f:
-                            R[f'{link}.bulk.{scope}{n}.{k}'] = f
+                            R[F.key(link, F.bulk(n, k, mtu))] = f
             if link == 'pcinet' and runs:
                 for what in ('doorbells', 'interrupts'):
                     v = [sum(r['side'][n][what] for n in 'ab') /
                          max(1, sum(r['side'][n]['packets'] for n in 'ab')) for r in runs]
-                    R[f'pcinet.bulk.{what}_per_packet'] = fig(
+                    R[F.key('pcinet', F.bulk_both(what))] = fig(
                         v, 'per packet', 'both sides together, median over bulk TCP runs')
         # goodput as a fraction of the raw window copy bandwidth
-        wm = R.get('window.memcpy_64k_mbps')
+        wm = R.get(F.WINDOW_REF)
         if wm:
             for m in MTUS:
-                for d in ('tx', 'rx'):
-                    for tag in ('', 'p4_'):
-                        k = f'pcinet.tcp.mtu{m}.{d}_{tag}mbps'
+                for d in F.DIRS:
+                    for tag in F.STREAMS.values():
+                        k = F.key('pcinet', F.tcp(m, d, tag))
                         if k in self.raw:
-                            R[f'pcinet.tcp.mtu{m}.{d}_{tag}window_fraction'] = fig(
+                            R[F.key('pcinet', F.tcp(m, d, tag, 'window_fraction'))] = fig(
                                 [x / (wm['median'] * 8) for x in self.raw[k]], 'fraction',
-                                'goodput / (8 x window.memcpy_64k_mbps)')
+                                f'goodput / (8 x {F.WINDOW_REF})')
         # tty: n/a unless measured
-        for k in ('pcinet.tty.throughput_kBps', 'pcinet.tty.echo_rtt_p50_us',
-                  'pcinet.tty.echo_rtt_p99_us'):
+        for k, _, _ in F.TTY:
             R.setdefault(k, 'n/a')
         # virtio's best MTU per figure
-        for d in ('tx', 'rx'):
-            for tag in ('', 'p4_'):
+        for d in F.DIRS:
+            for tag in F.STREAMS.values():
                 best = None
                 for m in MTUS:
-                    f = R.get(f'virtio_stream.tcp.mtu{m}.{d}_{tag}mbps')
+                    f = R.get(F.key('virtio_stream', F.tcp(m, d, tag)))
                     if f and (best is None or f['median'] > best[1]['median']):
                         best = (m, f)
                 if best:
-                    R[f'virtio_stream.tcp.best.{d}_{tag}mbps'] = dict(best[1], mtu=best[0])
+                    R[F.key('virtio_stream', F.tcp_best(d, tag))] = dict(best[1], mtu=best[0])
         ratios = {}
         for k, v in R.items():
             if not k.startswith('pcinet.') or not isinstance(v, dict) or '.bulk.' in k \
-                    or '.trace.' in k or k.endswith('.replies'):
+                    or '.trace.' in k or k.endswith('.' + F.PING_REPLIES):
                 continue
             suffix = k[len('pcinet.'):]
             w = R.get('virtio_stream.' + suffix)
             if isinstance(w, dict) and w['median']:
                 ratios[suffix] = round(v['median'] / w['median'], 4)
-        for d in ('tx', 'rx'):
-            for tag in ('', 'p4_'):
-                p = R.get(f'pcinet.tcp.mtu65535.{d}_{tag}mbps')
-                w = R.get(f'virtio_stream.tcp.best.{d}_{tag}mbps')
+        for d in F.DIRS:
+            for tag in F.STREAMS.values():
+                p = R.get(F.key('pcinet', F.tcp(65535, d, tag)))
+                w = R.get(F.key('virtio_stream', F.tcp_best(d, tag)))
                 if p and w and w['median']:
-                    ratios[f'tcp.mtu65535_vs_virtio_best.{d}_{tag}mbps'] = round(
+                    ratios[F.tcp_vs_best(d, tag)] = round(
                         p['median'] / w['median'], 4)
         R['ratios'] = ratios
         R['targets'] = self.targets(R, ratios)
@@ -863,24 +829,24 @@ class Bench:
                       'want': f'{cmp} {limit}', 'met': ok, 'detail': detail})
         for d in ('tx', 'rx'):
             add(f'pcinet TCP / virtio TCP, MTU 1500, {d}, 1 stream',
-                ratios.get(f'tcp.mtu1500.{d}_mbps'), '>=', 1.5)
+                ratios.get(F.tcp(1500, d)), '>=', 1.5)
             add(f'pcinet TCP / virtio TCP, MTU 1500, {d}, 4 streams',
-                ratios.get(f'tcp.mtu1500.{d}_p4_mbps'), '>=', 1.5)
+                ratios.get(F.tcp(1500, d, 'p4_')), '>=', 1.5)
         for d in ('tx', 'rx'):
-            w = R.get(f'virtio_stream.tcp.best.{d}_mbps')
+            w = R.get(F.key('virtio_stream', F.tcp_best(d)))
             add(f'pcinet TCP MTU 65535 / virtio best, {d}, 1 stream',
-                ratios.get(f'tcp.mtu65535_vs_virtio_best.{d}_mbps'), '>=', 2.0,
+                ratios.get(F.tcp_vs_best(d)), '>=', 2.0,
                 f"virtio best at MTU {w['mtu']}" if w else '')
-            w = R.get(f'virtio_stream.tcp.best.{d}_p4_mbps')
+            w = R.get(F.key('virtio_stream', F.tcp_best(d, 'p4_')))
             add(f'pcinet TCP MTU 65535 / virtio best, {d}, 4 streams',
-                ratios.get(f'tcp.mtu65535_vs_virtio_best.{d}_p4_mbps'), '>=', 2.0,
+                ratios.get(F.tcp_vs_best(d, 'p4_')), '>=', 2.0,
                 f"virtio best at MTU {w['mtu']}" if w else '')
         add('pcinet ping p50 / virtio ping p50', ratios.get('ping.p50_us'), '<=', 0.8)
         if 'udp_rr.p50_us' in ratios:
             add('pcinet sockperf p50 / virtio sockperf p50 (UDP, user to user)',
                 ratios.get('udp_rr.p50_us'), '<=', 0.8)
         for n in ('a', 'b'):
-            f = R.get(f'pcinet.bulk.{n}.events_per_packet')
+            f = R.get(F.key('pcinet', F.bulk(n, 'events_per_packet')))
             add(f'pcinet doorbells + interrupts per packet under bulk TCP, side {n}',
                 f['median'] if f else None, '<=', 0.1,
                 f"max over runs {f['max']:.3f}" if f else '')
@@ -968,332 +934,25 @@ def git_info():
                          if len(l) > 3]}
 
 
-def fmt(v, unit=None):
-    if v is None:
-        return 'n/a'
-    if isinstance(v, str):
-        return v
-    a = abs(v)
-    if a >= 1000:
-        s = f'{v:,.0f}'
-    elif a >= 100:
-        s = f'{v:.0f}'
-    elif a >= 10:
-        s = f'{v:.1f}'
-    elif a >= 0.01 or a == 0:
-        s = f'{v:.3f}' if a < 1 else f'{v:.2f}'
-    else:
-        s = f'{v:.2g}'
-    return s
-
-
-def cell(R, k):
-    f = R.get(k)
-    if f is None:
-        return 'n/a'
-    if isinstance(f, str):
-        return f
-    if f['n'] == 1:
-        return fmt(f['median'])
-    return f"{fmt(f['median'])} ({fmt(f['min'])}–{fmt(f['max'])})"
-
-
-def ratio_cell(ratios, k):
-    v = ratios.get(k)
-    return f'{v:.2f}×' if v is not None else 'n/a'
-
-
-def write_md(path, R, bench, meta):
-    ratios = R['ratios']
-    L = []
-    w = L.append
-    w('# pcinet benchmark: pcinet against virtio-net over `-netdev stream`\n')
-    hi, gi, git = meta['host'], meta['guest'], meta['git']
-    w(f"- date: {meta['date']}; total run time {meta['run_time_min']:.1f} min")
-    w(f"- commit: `{git['describe']}` ({git['subject']})"
-      + (f"; uncommitted changes in: {', '.join(git['modified'])}" if git['modified'] else ''))
-    w(f"- machine: {hi['cpu']}, {hi['cores']} cores, {hi.get('mem_gib', '?')} GiB, {hi['os']}, "
-      f"kernel {hi['kernel']}")
-    w(f"- QEMU: {hi['qemu']}, TCG, `-cpu max`; both guests: {gi.get('vcpus')} vCPU, "
-      f"{gi.get('mem_kib', 0) // 1024} MiB, kernel {gi.get('kernel')}")
-    w(f"- links in the same pair of guests: pcinet (ivshmem-doorbell + pcinet-fabric, 16 MiB window; "
-      f"{gi.get('pcinet_napi', '')}) and virtio-net-pci over `-netdev stream` (unix socket, "
-      f"host_mtu={HOST_MTU}, guest {gi.get('virtio_maxmtu', '')})")
-    w(f"- offloads: pcinet0 `{gi.get('pcinet_features', '')}`; virtio eth0 "
-      f"`{gi.get('virtio_features', '')}`")
-    w(f"- tools: {gi.get('iperf3', '')}; {gi.get('sockperf', '')}")
-    w(f"- plan: {meta['plan']}. Figures: median (min–max) of {meta['reps']} repetitions.")
-    w(f"- noise: host load average {meta['load_start']} at start, {meta['load_end']} at end; "
-      f"{meta['other_qemus']} other QEMU processes were running when the bench started "
-      '(the machine is shared; TCG guests compete for its cores).')
-    w('')
-    w('## Targets\n')
-    w('| target | measured | want | met |')
-    w('|---|---|---|---|')
-    for t in R['targets']:
-        met = {True: 'yes', False: '**no**', None: 'n/a'}[t['met']]
-        d = f" ({t['detail']})" if t['detail'] else ''
-        w(f"| {t['target']} | {fmt(t['value'])}{d} | {t['want']} | {met} |")
-    w('')
-    w('## TCP throughput (iperf3, Mbit/s)\n')
-    w('tx = a→b, rx = b→a (iperf3 -R); 1 stream and 4 parallel streams (4×). '
-      'CPU: guest busy seconds per GB sent on the link (sender / receiver), '
-      'from /proc/stat (user+nice+system+irq+softirq+steal).\n')
-    w('| MTU | dir | pcinet | virtio-net/stream | ratio | pcinet CPU s/GB snd / rcv | '
-      'virtio CPU s/GB snd / rcv |')
-    w('|---|---|---|---|---|---|---|')
-    for m in MTUS:
-        for tag, sl in (('', '1×'), ('p4_', '4×')):
-            for d in ('tx', 'rx'):
-                k = f'tcp.mtu{m}.{d}_{tag}mbps'
-                cp = [cell(R, f'{l}.tcp.mtu{m}.{d}_{tag}cpu_{r}_s_per_gb')
-                      for l in LINKS for r in ('sender', 'receiver')]
-                w(f'| {m} | {d} {sl} | {cell(R, "pcinet." + k)} | {cell(R, "virtio_stream." + k)} | '
-                  f'{ratio_cell(ratios, k)} | {cp[0]} / {cp[1]} | {cp[2]} / {cp[3]} |')
-    best = [R.get(f'virtio_stream.tcp.best.{d}_mbps') for d in ('tx', 'rx')]
-    if all(best):
-        w(f"\nvirtio-net/stream's best MTU: tx {best[0]['mtu']}, rx {best[1]['mtu']}. "
-          f"pcinet MTU 65535 ÷ virtio best: tx {ratio_cell(ratios, 'tcp.mtu65535_vs_virtio_best.tx_mbps')}, "
-          f"rx {ratio_cell(ratios, 'tcp.mtu65535_vs_virtio_best.rx_mbps')} (4 streams: "
-          f"{ratio_cell(ratios, 'tcp.mtu65535_vs_virtio_best.tx_p4_mbps')}, "
-          f"{ratio_cell(ratios, 'tcp.mtu65535_vs_virtio_best.rx_p4_mbps')}).")
-    w('\n![throughput against MTU](latest.png)\n')
-    def thr(k):
-        # pcinet with threaded NAPI: its cell and its ratio to virtio
-        t, v = R.get('pcinet_threaded.' + k), R.get('virtio_stream.' + k)
-        r = (f"{t['median'] / v['median']:.2f}×" if t and v and v['median'] else 'n/a')
-        return f"{cell(R, 'pcinet_threaded.' + k)} | {r}"
-
-    w('## The cost of the per-record CRC (TCP a→b, 1 stream)\n')
-    w('pcinet with its default CRC-32C per record (ethtool private flag `integrity` on) and '
-      'with it off on both guests, measured in the same repetitions. The "pcinet" column here '
-      'adds these runs to the main table\'s a→b runs at the same MTU.\n')
-    w('| MTU | pcinet, CRC on | pcinet, CRC off | on/off | sender CPU s/GB on | off |')
-    w('|---|---|---|---|---|---|')
-    for mtu in (1500, 65535):
-        k = f'tcp.mtu{mtu}.tx_mbps'
-        on, off = R.get('pcinet.' + k), R.get('pcinet_nocrc.' + k)
-        r = f"{on['median'] / off['median']:.2f}×" if on and off and off['median'] else 'n/a'
-        c = f'tcp.mtu{mtu}.tx_cpu_sender_s_per_gb'
-        w(f"| {mtu} | {cell(R, 'pcinet.' + k)} | {cell(R, 'pcinet_nocrc.' + k)} | {r} | "
-          f"{cell(R, 'pcinet.' + c)} | {cell(R, 'pcinet_nocrc.' + c)} |")
-    w('')
-    w('## UDP, 64-byte payloads, unlimited rate (iperf3 -u -l 64 -b 0, a→b, MTU 1500)\n')
-    w('pcinet runs with its default softirq NAPI, and again with threaded NAPI '
-      '(`echo 1 >/sys/class/net/pcinet0/threaded` on both guests), the choice for a small '
-      'receiver flooded by a faster peer.\n')
-    w('| figure | pcinet | virtio-net/stream | ratio | pcinet, threaded NAPI | ratio |')
-    w('|---|---|---|---|---|---|')
-    for k, lab in (('udp64.rx_pps', 'received, packets/s'), ('udp64.tx_pps', 'sent, packets/s'),
-                   ('udp64.loss_pct', 'loss, % (iperf3)'),
-                   ('udp64.reached_receiver_pct', 'reached b\'s interface, % of sent'),
-                   ('udp64.receiver_rcvbuf_drop_pct', 'dropped at b\'s socket buffer, % of sent'),
-                   ('udp64.receiver_if_drop_pct', 'dropped by b\'s driver, % of sent'),
-                   ('udp64.sender_qdisc_drop_pct', 'dropped by a\'s qdisc, % of sent'),
-                   ('udp64.sender_if_drop_pct', 'dropped by a\'s driver, % of sent')):
-        w(f'| {lab} | {cell(R, "pcinet." + k)} | {cell(R, "virtio_stream." + k)} | '
-          f'{ratio_cell(ratios, k)} | {thr(k)} |')
-    w('')
-    w('## Latency (MTU 1500, µs)\n')
-    w(f'ping: busybox `ping -A` (next request when the reply arrives), {PING_COUNT} requests per '
-      'repetition, ICMP answered by the peer kernel. sockperf: `sockperf ping-pong -m 64 '
-      '--full-rtt`, UDP, user space to user space, 3 s per repetition.\n')
-    w('| figure | pcinet | virtio-net/stream | ratio | pcinet, threaded NAPI | ratio |')
-    w('|---|---|---|---|---|---|')
-    for k, lab in (('ping.p50_us', 'ping p50'), ('ping.p99_us', 'ping p99'),
-                   ('ping.avg_us', 'ping mean'), ('udp_rr.p50_us', 'sockperf p50'),
-                   ('udp_rr.p99_us', 'sockperf p99'), ('udp_rr.avg_us', 'sockperf mean')):
-        w(f'| {lab} | {cell(R, "pcinet." + k)} | {cell(R, "virtio_stream." + k)} | '
-          f'{ratio_cell(ratios, k)} | {thr(k)} |')
-    w('')
-    w('## Doorbells and interrupts per packet under bulk TCP\n')
-    w('From `ethtool -S pcinet0` deltas on each side over each TCP run: doorbells = '
-      'tx_doorbells + rx_space_doorbells (rung by that side), interrupts = interrupts '
-      '(taken by it), packets = tx_packets + rx_packets (ring records: a TSO/GSO record '
-      'carries up to 64 KiB, at every MTU). /proc/interrupts of the pcinet vectors is the '
-      'cross-check. virtio: interrupts of virtio0 per frame (frames are MTU-sized: the stream '
-      'backend has no offloads), for scale only.\n')
-    w('The last column but one divides the same events by the number of MTU-sized frames the '
-      'bytes would have taken on a wire ((tx_bytes + rx_bytes) / MTU): a looser reading of '
-      '"per packet", for comparison only; the target is judged per ring record.\n')
-    w('| scope | side | doorbells/pkt | interrupts/pkt | (doorbells+interrupts)/pkt | '
-      '/proc/interrupts per pkt | (d+i) per MTU frame | virtio irqs/pkt |')
-    w('|---|---|---|---|---|---|---|---|')
-    for n in ('a', 'b'):
-        w(f'| all bulk runs | {n} | {cell(R, f"pcinet.bulk.{n}.doorbells_per_packet")} | '
-          f'{cell(R, f"pcinet.bulk.{n}.interrupts_per_packet")} | '
-          f'{cell(R, f"pcinet.bulk.{n}.events_per_packet")} | '
-          f'{cell(R, f"pcinet.bulk.{n}.proc_interrupts_per_packet")} | | '
-          f'{cell(R, f"virtio_stream.bulk.{n}.interrupts_per_packet")} |')
-    for m in MTUS:
-        for n in ('a', 'b'):
-            w(f'| MTU {m} | {n} | | | {cell(R, f"pcinet.bulk.mtu{m}.{n}.events_per_packet")} | | '
-              f'{cell(R, f"pcinet.bulk.mtu{m}.{n}.events_per_frame_equiv")} | '
-              f'{cell(R, f"virtio_stream.bulk.mtu{m}.{n}.interrupts_per_packet")} |')
-    pr = [r for r in bench.runs if r['link'] == 'pcinet' and r['side']['a']['packets']]
-    if pr:
-        w('\nPer run (last repetition):\n')
-        w('| MTU | dir | streams | Mbit/s | a: pkts, doorbells, irqs | b: pkts, doorbells, irqs |')
-        w('|---|---|---|---|---|---|')
-        last = max(r['rep'] for r in pr)
-        for r in pr:
-            if r['rep'] != last:
-                continue
-            sa, sb = r['side']['a'], r['side']['b']
-            w(f"| {r['mtu']} | {r['dir']} | {r['streams']} | {r['mbps']:.0f} | "
-              f"{sa['packets']}, {sa['doorbells']}, {sa['interrupts']} | "
-              f"{sb['packets']}, {sb['doorbells']}, {sb['interrupts']} |")
-    w('')
-    w('## The raw limit: copying into the shared window (MB/s)\n')
-    w('`pcinet-memcpy` in guest a, through BAR2 mapped from sysfs, into the unused tail of '
-      f"the peer's data inbox ({bench.info.get('memcpy_area', '?')}), records laid out like "
-      'the ring (16-byte header, payload, 64-byte alignment), while the link is up but idle. '
-      'The kernel loop is the one the guest kernel\'s memcpy() runs (memcpy_orig: this TCG '
-      'CPU has ERMS but not FSRM) — what skb_copy_bits()/skb_store_bits() do to and from the '
-      'ring. `rep movsb` is what copy_{from,to}_user() use on it (ERMS).\n')
-    w('| copy | 1500 B | 64 KiB |')
-    w('|---|---|---|')
-    for k, lab in (('window.memcpy', 'RAM → window, kernel memcpy loop'),
-                   ('window.read', 'window → RAM, kernel memcpy loop'),
-                   ('window.movsb', 'RAM → window, rep movsb'),
-                   ('window.glibc', 'RAM → window, glibc memcpy'),
-                   ('ram.memcpy', 'RAM → RAM, kernel memcpy loop')):
-        w(f'| {lab} | {cell(R, k + "_1500_mbps")} | {cell(R, k + "_64k_mbps")} |')
-    wm = R.get('window.memcpy_64k_mbps')
-    if wm:
-        w(f"\npcinet goodput as a fraction of the window copy bandwidth "
-          f"({fmt(wm['median'])} MB/s = {fmt(wm['median'] * 8)} Mbit/s; pcinet copies records "
-          'of up to 64 KiB at every MTU):\n')
-        w('| MTU | tx 1× | rx 1× | tx 4× | rx 4× |')
-        w('|---|---|---|---|---|')
-        for m in MTUS:
-            w(f'| {m} | ' + ' | '.join(cell(R, f'pcinet.tcp.mtu{m}.{d}_{t}window_fraction')
-                                       for t in ('', 'p4_') for d in ('tx', 'rx')) + ' |')
-    w('')
-    w('## ttyPCI\n')
-    if bench.info['guest'].get('tty'):
-        w('| figure | value |')
-        w('|---|---|')
-        for k, lab in (('pcinet.tty.throughput_kBps', 'a→b throughput, kB/s'),
-                       ('pcinet.tty.echo_rtt_p50_us', 'echo round trip p50, µs (1 byte)'),
-                       ('pcinet.tty.echo_rtt_p99_us', 'echo round trip p99, µs (1 byte)')):
-            w(f'| {lab} | {cell(R, k)} |')
-    else:
-        w('n/a: /dev/ttyPCI0 does not exist in the guests after `insmod pcinet.ko` '
-          '(the tty front-end is not in this tree yet).')
-    w('')
-    w('## Copies and checksums: kprobe counts during one bulk run\n')
-    w('kprobes on every skb copy and software-checksum function, with a hist trigger keyed '
-      'on the caller (`caller=+0($stack)`, summing the length argument), armed on both guests '
-      'during one 3 s iperf3 run a→b at MTU 1500 per link (probes slow the guests; these runs '
-      'are not throughput figures). The kernel\'s memcpy itself cannot be probed (it is on '
-      'the kprobe blacklist; registering a probe on csum_partial_copy_generic fails too), so '
-      'copies are counted at the skb functions that call memcpy, and copy-with-checksum at '
-      'skb_copy_and_csum_bits. "link bytes": the interface\'s tx_bytes on a, rx_bytes on b.\n')
-    for link in LINKS:
-        t = bench.trace.get(link)
-        if not t:
-            w(f'{LABEL[link]}: not measured.\n')
-            continue
-        w(f"**{LABEL[link]}** ({t['mbps_with_probes']:.0f} Mbit/s with the probes armed; "
-          f"a sent {t['net']['a']['tx_packets']} packets / {t['net']['a']['tx_bytes']:,} bytes, "
-          f"b received {t['net']['b']['rx_packets']} / {t['net']['b']['rx_bytes']:,}):\n")
-        w('| side | function | caller | calls | bytes | calls/pkt | bytes/link byte |')
-        w('|---|---|---|---|---|---|---|')
-        for side, fb, fp in (('a', 'tx_bytes', 'tx_packets'), ('b', 'rx_bytes', 'rx_packets')):
-            nb, npk = t['net'][side][fb], t['net'][side][fp]
-            any_row = False
-            for ev in Bench.PROBES:
-                for row in t['hist'].get(side, {}).get(ev, []):
-                    any_row = True
-                    by = row['bytes']
-                    w(f"| {side} | {ev} | {row['caller']} | {row['calls']} | "
-                      f"{'' if by is None else f'{by:,}'} | "
-                      f"{row['calls'] / npk if npk else 0:.3f} | "
-                      f"{'' if by is None or not nb else f'{by / nb:.3f}'} |")
-            if not any_row:
-                w(f'| {side} | (none) | | 0 | 0 | 0 | 0 |')
-        s = t['summary']
-        w('')
-        w('Summary: ' + '; '.join(
-            f'{k} {fmt(v) if isinstance(v, float) else v}' for k, v in s.items() if v is not None) + '.\n')
-    if bench.notes.get('trace'):
-        w('Probes that could not be set: ' + '; '.join(bench.notes['trace']).replace('\n', ' ') + '\n')
-    w('## Notes\n')
-    w('- Cut to fit 20 minutes on 2 cores: UDP and latency are measured at MTU 1500 only '
-      '(64-byte payloads and pings do not depend on the MTU); UDP one direction (a→b); the '
-      'copy/checksum trace is one run per link at MTU 1500; memcpy in one guest (both are '
-      f'the same machine model). TCP runs are {bench.secs} s without an omitted warm-up '
-      'second.')
-    w('- Both guests run under TCG: every number is the emulator\'s speed on this host, not '
-      'hardware\'s. Copies with `rep movsb` (all user copies, ERMS) are ~10× slower than the '
-      'kernel\'s memcpy loop under TCG (see the window table), which bounds both links alike.')
-    w('- virtio-net over `-netdev stream` has no vnet header: the device offers neither '
-      'checksum offload nor TSO, so the guest segments and checksums in software (see '
-      'the trace: on the sender skb_segment copies every segment with '
-      'skb_copy_and_csum_bits, on the receiver csum_partial checks every frame).')
-    if bench.errors:
-        w('- Errors during the run:')
-        for e in bench.errors:
-            w('    - ' + e.replace('\n', ' ')[:400])
-    if meta.get('splats'):
-        w('- Kernel splats on the guest consoles: ' + '; '.join(meta['splats'][:5]))
-    w('')
-    w('Raw data: latest.json (each figure: median, min, max, n, unit, reps; `ratios`: '
-      'pcinet ÷ virtio for every matching figure; `targets`).')
-    tmp = path.with_name(path.name + '.tmp')
-    tmp.write_text('\n'.join(L) + '\n')
-    tmp.replace(path)
-
-
-def write_png(path, R, workdir):
-    if not shutil.which('gnuplot'):
-        progress('gnuplot missing: no chart')
-        return False
-    dat = Path(workdir) / 'mtu.dat'
-    rows = []
-    top = 0
-    for m in MTUS:
-        row = [str(m)]
-        for tag in ('', 'p4_'):
-            for link in LINKS:
-                for d in ('tx', 'rx'):
-                    f = R.get(f'{link}.tcp.mtu{m}.{d}_{tag}mbps')
-                    row += [str(f['median']), str(f['min']), str(f['max'])] if f else ['NaN'] * 3
-                    top = max(top, f['max'] if f else 0)
-        rows.append(' '.join(row))
-    dat.write_text('# mtu, then median min max of: 1 stream pcinet tx, rx, virtio tx, rx; '
-                   '4 streams the same\n' + '\n'.join(rows) + '\n')
-    tmp = path.with_name(path.name + '.tmp')
-
-    def panel(title, col):
-        c = col
-        return f'''
-set title "{title}"
-plot "{dat}" using 1:{c}:{c + 1}:{c + 2} with yerrorlines lw 2 pt 7 lc rgb "#1f77b4" title "pcinet a->b", \\
-     "{dat}" using 1:{c + 3}:{c + 4}:{c + 5} with yerrorlines lw 2 pt 5 dt 2 lc rgb "#1f77b4" title "pcinet b->a", \\
-     "{dat}" using 1:{c + 6}:{c + 7}:{c + 8} with yerrorlines lw 2 pt 7 lc rgb "#d62728" title "virtio-net/stream a->b", \\
-     "{dat}" using 1:{c + 9}:{c + 10}:{c + 11} with yerrorlines lw 2 pt 5 dt 2 lc rgb "#d62728" title "virtio-net/stream b->a"
-'''
-    script = f'''
-set terminal pngcairo size 1280,560 font "sans,10"
-set output "{tmp}"
-set multiplot layout 1,2 title "TCP throughput against MTU (iperf3; median of the repetitions, bars: min-max)"
-set xlabel "MTU (bytes)"
-set ylabel "Mbit/s"
-set logscale x 2
-set xrange [1100:90000]
-set xtics ("1500" 1500, "9000" 9000, "65535" 65535)
-set yrange [0:{max(100, top * 1.35):.0f}]
-set key top left
-set grid ytics
-''' + panel('1 stream', 2) + panel('4 parallel streams', 14) + 'unset multiplot\n'
-    r = subprocess.run(['gnuplot'], input=script, text=True, capture_output=True)
-    if r.returncode != 0 or not tmp.exists():
-        progress('gnuplot failed: ' + r.stderr.strip()[:300])
-        return False
-    tmp.replace(path)
-    return True
+def smoke(args):
+    """bench.py --smoke: everything but the measuring."""
+    bench = Bench(args)
+    try:
+        bench.boot()
+        bench.setup_guests()
+        for link in LINKS:
+            res = bench.iperf(LINKS[link][2], 1)
+            progress(f'  {LABEL[link]:17s} iperf3 1 s: {h.iperf3_mbps(res):.0f} Mbit/s')
+        splats = [s for vm in (bench.a, bench.b) for s in h.dmesg_check(vm.console_log())]
+        if splats:
+            raise BenchError(f'kernel splat: {splats[0]}')
+    except (h.HarnessError, h.CaseFailure, BenchError) as e:
+        progress(f'smoke FAILED: {type(e).__name__}: {e}')
+        return 1
+    finally:
+        bench.teardown()
+    progress('smoke passed')
+    return 0
 
 
 def main(argv=None):
@@ -1302,8 +961,18 @@ def main(argv=None):
     ap.add_argument('--secs', type=int, default=int(os.environ.get('BENCH_SECS', '5')))
     ap.add_argument('--out', default=str(HERE / 'results'))
     ap.add_argument('--keep', action='store_true', help='keep the work dir (console logs)')
+    ap.add_argument('--report-only', action='store_true',
+                    help='measure nothing: write latest.md and latest.png again from '
+                    'OUT/latest.json (bench/report.py)')
+    ap.add_argument('--smoke', action='store_true',
+                    help='a minute\'s check of the machinery: boot, set the guests up, one '
+                    '1 s iperf3 per link, tear down; no figure is kept, nothing written')
     args = ap.parse_args(argv)
     out = Path(args.out)
+    if args.report_only:
+        return report.main([str(out / 'latest.json')])
+    if args.smoke:
+        return smoke(args)
     out.mkdir(parents=True, exist_ok=True)
 
     def on_term(*_):
@@ -1326,7 +995,7 @@ def main(argv=None):
         progress('interrupted')
         bench.errors.append('interrupted')
         rc = 130
-    except (h.HarnessError, BenchError) as e:
+    except (h.HarnessError, h.CaseFailure, BenchError) as e:
         bench.errors.append(f'aborted: {type(e).__name__}: {e}')
         progress(f'ABORTED: {type(e).__name__}: {e}')
         rc = 1
@@ -1346,18 +1015,22 @@ def main(argv=None):
         meta['splats'] = splats
         meta['load_end'] = ', '.join(f'{x:.2f}' for x in os.getloadavg())
         meta['run_time_min'] = (time.monotonic() - T0) / 60
+        if 'memcpy_area' in bench.info:
+            meta['memcpy_area'] = bench.info['memcpy_area']
         R = bench.results()
-        if bench.a is not None and bench.workdir is not None:
-            write_png(out / 'latest.png', R, bench.workdir)
+        # everything the report needs is in the document: measuring ends here
         doc = {'meta': meta}
         doc.update(R)
         doc['trace'] = bench.trace
         doc['runs'] = bench.runs
         doc['errors'] = bench.errors
+        doc['notes'] = bench.notes
         tmp = out / 'latest.json.tmp'
         tmp.write_text(json.dumps(doc, indent=1, sort_keys=False, default=str) + '\n')
         tmp.replace(out / 'latest.json')
-        write_md(out / 'latest.md', R, bench, meta)
+        if bench.a is not None:
+            report.write_png(out / 'latest.png', doc)
+        report.write_md(out / 'latest.md', doc)
     finally:
         bench.teardown()
     if splats:

@@ -7,6 +7,7 @@
 # Writes bench/results/latest.{json,md,png}.  Not part of `make check`.
 #
 #   scripts/bench.sh [--reps N] [--secs S] [--keep]   (or BENCH_REPS=, BENCH_SECS=)
+#   scripts/bench.sh --report-only    latest.md/png again from latest.json
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"

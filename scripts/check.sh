@@ -12,7 +12,8 @@
 #
 # Cases run on this machine (build gates, userspace ring tests, the fabric's
 # own tests) and in QEMU guests (tests/qemu/test_*.py).  Each prints one
-# line; the last line is the total, "N passed, N failed".  Nothing is ever
+# line; the last line is the total, "N passed, N failed" (", N skipped"
+# appended when a case skipped itself: [SKIP], not a failure).  Nothing is ever
 # loaded into this machine's kernel.
 set -uo pipefail
 
@@ -24,6 +25,7 @@ export TESTS="${patterns[*]:-}"
 
 passed=0
 failed=0
+skipped=0
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
@@ -99,21 +101,23 @@ host_case vhost-user-handoff make -s -C tools/pcinet-vhost check
 
 # ---- cases in QEMU -----------------------------------------------------------
 qemu_suite() {	# $1 = debian|debug; patterns from $TESTS
-	local t line p f
+	local t line p f s
 	for t in tests/qemu/test_*.py; do
 		[ -e "$t" ] || continue
 		# the per-file total is folded into ours: only one closing line
 		PCINET_KERNEL=$1 python3 "$t" 2>&1 | tee "$log/qemu" |
-			sed -E "s/^([0-9]+ passed, [0-9]+ failed)\$/(\1 in ${t##*/})/"
+			sed -E "s/^([0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?)\$/(\1 in ${t##*/})/"
 		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log/qemu" | tail -n1)
 		if [ -z "$line" ]; then
 			echo "[FAIL] $t: no result line"
 			failed=$((failed + 1))
 			continue
 		fi
-		read -r p _ f _ <<<"$line"
+		s=
+		read -r p _ f _ s _ <<<"$line"
 		passed=$((passed + p))
 		failed=$((failed + f))
+		skipped=$((skipped + ${s:-0}))
 	done
 }
 
@@ -173,5 +177,9 @@ for ((round = 1; round <= rounds; round++)); do
 done
 part ""
 
-echo "$passed passed, $failed failed"
+if [ "$skipped" -gt 0 ]; then
+	echo "$passed passed, $failed failed, $skipped skipped"
+else
+	echo "$passed passed, $failed failed"
+fi
 [ "$failed" -eq 0 ] && [ $((passed + failed)) -gt 0 ]

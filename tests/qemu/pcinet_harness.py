@@ -11,27 +11,41 @@ Pieces, bottom up:
             tests/qemu/mkinitramfs.sh.  Its /init (tests/qemu/guest-init)
             runs an agent on the second serial port; VM.sh() runs a shell
             command in the guest through it and returns (rc, output).
-  Topology  a fabric plus VMs 'a' and 'b' attached to it, booted once and
-            reused by consecutive cases (the fixture).
+  Topology  machines and the links between them, each link one fabric
+            (default: machines 'a' and 'b', one link), booted once and
+            reused by consecutive cases (the fixture).  A case may ask for
+            another topology: @case(name, topology=dict(machines=('a', 'b',
+            'c'), links=[('a', 'b'), ('b', 'c')])).  A machine's links
+            become pcinet0, pcinet1, ... in the order of `links`
+            (t.ifname('b', 'c') says which).
+  guest     helpers every test shares: vm.wait_until(shell condition,
+  helpers   timeout) instead of polling loops; load() (insmod, checking
+            that the module loaded is the one built here), net_up(),
+            load_and_wait(), wait_carrier() and link_state() (link state
+            from sysfs), ping(), ethtool_stat(), tcp_transfer(), iperf3()
+            and iperf3_mbps(); need_tool() skips a case whose guest tool
+            is not built.
   runner    @case(name) registers a test function; main() runs them and
-            prints one line per case, then "N passed, N failed".
+            prints one line per case ([ OK ], [FAIL] with the consoles,
+            [SKIP] for a case that called skip(reason)), then
+            "N passed, N failed" (", N skipped" appended if any).
 
 A test file looks like:
 
     import pcinet_harness as h
 
-    h.configure(extra_modules=[h.ROOT / 'drivers/net/pcinet/pcinet.ko'])
+    h.configure(extra_modules=[h.PCINET_KO])
 
     @h.case('ping')
     def _(t):                     # t: the Topology; t.a, t.b: the VMs
-        t.a.run('insmod /lib/modules/extra/pcinet.ko')
-        rc, out = t.b.sh('ping -c1 -W2 10.0.0.1')
-        h.expect(rc == 0, 'ping failed:\\n' + out)
+        h.load_and_wait({t.a: '10.0.0.1', t.b: '10.0.0.2'})
+        ok, out = h.ping(t.b, '10.0.0.1')
+        h.expect(ok, 'ping failed:\\n' + out)
 
     if __name__ == '__main__':
         raise SystemExit(h.main())
 
-Run it:  python3 tests/qemu/test_x.py [-k PATTERN] [--keep] [-l]
+Run it:  python3 tests/qemu/test_x.py [-k PATTERN] [--keep] [-l] [-v]
          TESTS=PATTERN python3 tests/qemu/test_x.py
 
 Every case also fails if a kernel splat (dmesg_check) shows up on the
@@ -42,7 +56,8 @@ case failed, or the case called t.mark_dirty().  @case(name, fresh=True)
 asks for a freshly booted topology before the case.
 
 Environment: TESTS (case pattern), PCINET_KEEP=1 (keep the work dir with
-console logs), QEMU (emulator binary), PCINET_FABRIC (fabric binary),
+console logs), PCINET_VERBOSE=1 (or -v: echo every guest command and its
+status on stderr), QEMU (emulator binary), PCINET_FABRIC (fabric binary),
 PCINET_BOOT_TIMEOUT (seconds, default 180), PCINET_MODULE (the pcinet.ko
 to test instead of the one built here), PCINET_KERNEL (debian: the
 Debian kernel the module is built against, the default; debug: the debug
@@ -52,6 +67,7 @@ the module built against it in build/debug-module).
 
 import base64
 import ctypes
+import json
 import fnmatch
 import os
 import queue
@@ -108,6 +124,21 @@ class CaseFailure(AssertionError):
     """A test expectation failed; raised by expect() and VM.run()."""
 
 
+class CaseSkip(Exception):
+    """The case cannot run here (raised by skip()); not a failure."""
+
+
+class ModuleMismatch(HarnessError):
+    """The pcinet.ko a guest loaded is not the one built here: every case
+    after would test something else, so the run stops."""
+
+
+def skip(reason):
+    """End the current case as skipped ([SKIP] reason): only for a case
+    that cannot run in this setup, never for one that found a fault."""
+    raise CaseSkip(reason)
+
+
 def expect(cond, msg='expectation failed'):
     """Fail the current case with msg unless cond is true."""
     if not cond:
@@ -117,6 +148,18 @@ def expect(cond, msg='expectation failed'):
 def info(msg):
     """Diagnostics go to stderr, prefixed '# ', so stdout holds only results."""
     print('# ' + msg, file=sys.stderr, flush=True)
+
+
+# PCINET_VERBOSE=1 or -v: every guest command and its status on stderr.
+VERBOSE = os.environ.get('PCINET_VERBOSE', '') not in ('', '0')
+
+
+def _echo(vm, cmd, rc=None, out=b''):
+    if rc is None:
+        lines = (cmd if isinstance(cmd, str) else repr(cmd)).splitlines() or ['']
+        info(f'{vm.name}$ ' + '\n#   '.join(lines))
+    else:
+        info(f'{vm.name}: exit {rc}, {len(out)} bytes of output')
 
 
 # --------------------------------------------------------------------------
@@ -365,6 +408,7 @@ class VM:
         self.stopped = False		# SIGSTOPped by kill()
         self.boot_time = None		# seconds from start() to @@READY
         self._id = 0
+        self._quiet = False		# no verbose echo (wait_until's own)
         self._lock = threading.Lock()
         self._qemu_log_mark = 0
 
@@ -443,6 +487,7 @@ class VM:
         self.broken = self.stale = None
         self.stopped = False
         self.boot_time = None
+        self.module_checked = False	# check_module() since this boot
         threading.Thread(target=self._reader, args=(self.sock, self.lines),
                          name=f'ctl-{self.name}', daemon=True).start()
         return self
@@ -603,6 +648,9 @@ class VM:
             if self.broken:
                 self._check_alive(f'{self.name}: sh({_short(cmd)})')
                 raise VMError(f'{self.name}: agent unusable ({self.broken})')
+            echo = VERBOSE and not self._quiet
+            if echo:
+                _echo(self, cmd)
             cid = self._send(cmd)
             what = f'command {cid} ({_short(cmd)}) within {timeout}s'
             deadline = time.monotonic() + timeout
@@ -628,6 +676,8 @@ class VM:
             except ValueError as e:
                 raise VMError(f'{self.name}: garbled agent output for '
                               f'command {cid}: {e}') from e
+            if echo:
+                _echo(self, cmd, rc, out)
             return rc, out
 
     def sh(self, cmd, timeout=60):
@@ -643,6 +693,48 @@ class VM:
             raise CaseFailure(f'{self.name}: `{_short(cmd)}` exited {rc}:\n'
                               + _indent(out.rstrip()[-2000:]))
         return out
+
+    def wait_until(self, cond, timeout=10.0, what=None, show=None,
+                   interval=0.1, must=True):
+        """Poll the shell condition cond in the guest until it is true
+        (exits 0), for at most timeout seconds of the guest's clock (a slow
+        guest gets the same time, not the same number of rounds); cond is
+        tried at least once after the deadline.  Returns the seconds it
+        took (guest clock, 10 ms resolution).
+
+        On timeout: CaseFailure "<vm>: <what> not within <timeout>s" with
+        the output of show (a shell command; default: cond run once more)
+        for the diagnosis; with must=False, None instead.  cond's own
+        output is discarded; it runs in a subshell (exit ends cond only).
+        """
+        limit = max(1, int(round(timeout * 100)))
+        now = 'read t _ </proc/uptime; t=${t%.*}${t#*.}'	# centiseconds
+        script = (f'{now}; t0=$t; '
+                  f'until ( {cond}\n) >/dev/null 2>&1; do '
+                  f'if [ $((t - t0)) -ge {limit} ]; then '
+                  f'echo "@@timeout $((t - t0))"; ( {show or cond}\n) 2>&1 | '
+                  f'tail -n 30; exit 0; fi; '
+                  f'usleep {int(interval * 1e6)}; {now}; done; '
+                  f'{now}; echo "@@took $((t - t0))"')
+        if VERBOSE:
+            info(f'{self.name}$ wait_until {timeout:g}s: {_short(cond, 200)}')
+        self._quiet = True
+        try:
+            out = self.run(script, timeout=timeout + max(60.0, timeout))
+        finally:
+            self._quiet = False
+        m = re.search(r'^@@took (\d+)$', out, re.M)
+        if VERBOSE:
+            info(f'{self.name}: ' + (f'true after {int(m.group(1)) / 100:g}s'
+                                     if m else 'timed out'))
+        if m:
+            return int(m.group(1)) / 100
+        if not must:
+            return None
+        _, _, diag = out.partition('\n')
+        raise CaseFailure(f'{self.name}: {what or _short(cond)} not within '
+                          f'{timeout:g}s' + (':\n' + _indent(diag.rstrip())
+                                             if diag.strip() else ''))
 
     # -- console ----------------------------------------------------------
 
@@ -713,8 +805,10 @@ def dmesg_check(text):
 # --------------------------------------------------------------------------
 
 CONFIG = {
-    'vms': ('a', 'b'),		# VM names; all attached to the one fabric
-    'fabric': True,		# False: no ivshmem device at all
+    'machines': ('a', 'b'),	# VM names
+    'links': None,		# [(x, y), ...]: one fabric each; None: one link
+				# joining all machines; [] no ivshmem device
+    'fabric': True,		# False: no link at all (same as links=[])
     'fabric_size': '16M',
     'fabric_control': False,	# True: fault injection, Fabric.fault()
     'vectors': 3,
@@ -723,39 +817,78 @@ CONFIG = {
     'smp': 1,
     'append': '',		# extra kernel command line
     'vm_args': {},		# name -> extra QEMU args
+    'nic': False,		# False: "-nic none" (vm_args may add a NIC)
     'extra_modules': [],	# .ko files put in the guests' /lib/modules/extra
 }
+# Options that describe the machines and links (those a case may override
+# with @case(topology=...)); extra_modules is the initramfs, shared by all.
+TOPOLOGY_KEYS = tuple(k for k in CONFIG if k != 'extra_modules')
 
 
 def configure(**kw):
     """Set topology options (see CONFIG) before main() runs."""
+    if 'vms' in kw:			# the old name of machines
+        kw['machines'] = kw.pop('vms')
     for k in kw:
         if k not in CONFIG:
             raise KeyError(f'unknown option {k}')
     CONFIG.update(kw)
 
 
-class Topology:
-    """A fabric and the VMs attached to it, booted together.
+def topology_config(override=None):
+    """CONFIG with a case's topology options applied (only the keys that
+    describe machines and links)."""
+    override = dict(override or {})
+    if 'vms' in override:
+        override['machines'] = override.pop('vms')
+    for k in override:
+        if k not in TOPOLOGY_KEYS:
+            raise KeyError(f'not a topology option: {k}')
+    cfg = dict(CONFIG, **override)
+    return {k: cfg[k] for k in TOPOLOGY_KEYS}
 
-    t.a / t['a'] are the VMs, t.fabric the Fabric (or None), t.vms the list.
+
+class Topology:
+    """Machines and the links between them, booted together.
+
+    t.a / t['a'] are the VMs, t.vms the list; t.links the links (tuples of
+    machine names), t.fabrics the Fabric of each (same order), t.fabric the
+    first one (or None); t.ifname(vm, peer) the interface of vm's link to
+    peer.  Each link is a fabric of its own (a pcinet link joins two
+    machines; a fabric with more is legal but is not one pcinet link).
     """
 
     def __init__(self, workdir, kernel, initrd, cfg=None):
-        cfg = dict(CONFIG, **(cfg or {}))
+        """cfg: topology options that differ from CONFIG."""
+        cfg = self.cfg = topology_config(cfg)
         self.workdir = Path(workdir)
-        self.fabric = None
-        if cfg['fabric']:
-            self.fabric = Fabric(self.workdir / 'fabric.sock',
-                                 size=cfg['fabric_size'],
-                                 vectors=cfg['vectors'],
-                                 binary=cfg['fabric_binary'],
-                                 control=cfg['fabric_control'])
+        names = tuple(cfg['machines'])
+        if len(set(names)) != len(names):
+            raise HarnessError(f'machine names repeat: {names}')
+        links = ([] if not cfg['fabric'] else
+                 [names] if cfg['links'] is None else
+                 [tuple(l) for l in cfg['links']])
+        for link in links:
+            bad = [n for n in link if n not in names]
+            if bad or len(set(link)) != len(link) or not link:
+                raise HarnessError(f'link {link}: machines {names}')
+        self.links = links
+        self.fabrics = []
+        for i, link in enumerate(links):
+            # the first link keeps the name every earlier log used
+            sock = 'fabric.sock' if i == 0 else f'fabric{i}.sock'
+            self.fabrics.append(Fabric(self.workdir / sock,
+                                       size=cfg['fabric_size'],
+                                       vectors=cfg['vectors'],
+                                       binary=cfg['fabric_binary'],
+                                       control=cfg['fabric_control']))
+        self.fabric = self.fabrics[0] if self.fabrics else None
         self.vms = [VM(n, self.workdir, kernel, initrd,
-                       fabrics=[self.fabric] if self.fabric else [],
+                       fabrics=[f for l, f in zip(links, self.fabrics)
+                                if n in l],
                        mem=cfg['mem'], smp=cfg['smp'], append=cfg['append'],
-                       extra_args=cfg['vm_args'].get(n, ()))
-                    for n in cfg['vms']]
+                       extra_args=cfg['vm_args'].get(n, ()), nic=cfg['nic'])
+                    for n in names]
         self.dirty = None
         self.boot_time = None
 
@@ -766,24 +899,55 @@ class Topology:
         raise KeyError(name)
 
     def __getattr__(self, name):
-        if name.startswith('_') or name in ('vms', 'fabric'):
+        if name.startswith('_') or name in ('vms', 'fabric', 'fabrics',
+                                            'links', 'cfg'):
             raise AttributeError(name)
         try:
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
 
-    def boot(self):
+    def _name(self, vm):
+        return vm if isinstance(vm, str) else vm.name
+
+    def vm_links(self, vm):
+        """The links of vm, in the order its interfaces are numbered."""
+        n = self._name(vm)
+        return [l for l in self.links if n in l]
+
+    def ifname(self, vm, peer):
+        """pcinet<i>: the interface of vm on its link to peer."""
+        n, p = self._name(vm), self._name(peer)
+        for i, l in enumerate(self.vm_links(n)):
+            if p in l:
+                return f'pcinet{i}'
+        raise KeyError(f'no link between {n} and {p}')
+
+    def fabric_of(self, vm, peer):
+        n, p = self._name(vm), self._name(peer)
+        for l, f in zip(self.links, self.fabrics):
+            if n in l and p in l:
+                return f
+        raise KeyError(f'no link between {n} and {p}')
+
+    def boot(self, before_start=None):
+        """Start the fabrics and every VM, then wait until all are ready.
+        before_start(vm), if given, runs before each VM starts (e.g. to
+        wait for a socket the VM before it creates)."""
         t0 = time.monotonic()
-        if self.fabric:
-            self.fabric.start()
+        for f in self.fabrics:
+            f.start()
         for vm in self.vms:		# start all, then wait: they boot in parallel
+            if before_start:
+                before_start(vm)
             vm.start()
         for vm in self.vms:
             vm.wait_ready()
         self.boot_time = time.monotonic() - t0
-        info('topology up in %.1fs (%s)' % (self.boot_time, ', '.join(
-            '%s %.1fs' % (vm.name, vm.boot_time) for vm in self.vms)))
+        info('topology up in %.1fs (%s%s)' % (self.boot_time, ', '.join(
+            '%s %.1fs' % (vm.name, vm.boot_time) for vm in self.vms),
+            '; links ' + ' '.join('-'.join(l) for l in self.links)
+            if len(self.links) > 1 else ''))
         return self
 
     def mark_dirty(self, why='requested by the case'):
@@ -794,8 +958,9 @@ class Topology:
         """None if reusable, else why not."""
         if self.dirty:
             return self.dirty
-        if self.fabric and not self.fabric.alive():
-            return 'fabric died'
+        for f in self.fabrics:
+            if not f.alive():
+                return 'fabric died'
         for vm in self.vms:
             if not vm.alive():
                 return f'{vm.name} is not running'
@@ -808,8 +973,273 @@ class Topology:
             vm.kill(signal.SIGCONT)
             vm.kill(signal.SIGKILL)
             vm._close()
-        if self.fabric:
-            self.fabric.stop()
+        for f in self.fabrics:
+            f.stop()
+
+
+# --------------------------------------------------------------------------
+# the module under test: is the one a guest loaded the one built here?
+# --------------------------------------------------------------------------
+
+KO = '/lib/modules/extra/pcinet.ko'	# where mkinitramfs.sh puts it
+_SOURCES = ROOT / 'drivers/net/pcinet'
+
+
+def _note_build_id(data):
+    """The GNU build id (hex) in a run of ELF notes, or None."""
+    off = 0
+    while off + 12 <= len(data):
+        namesz, descsz, ntype = (int.from_bytes(data[off + i:off + i + 4],
+                                                'little') for i in (0, 4, 8))
+        name_end = off + 12 + ((namesz + 3) & ~3)
+        desc = data[name_end:name_end + descsz]
+        if ntype == 3 and data[off + 12:off + 12 + namesz].rstrip(b'\0') \
+                == b'GNU':
+            return desc.hex()
+        off = name_end + ((descsz + 3) & ~3)
+    return None
+
+
+def build_id(ko):
+    """The GNU build id of a .ko (ELF64 little-endian), hex."""
+    d = Path(ko).read_bytes()
+    if d[:4] != b'\x7fELF' or d[4] != 2 or d[5] != 1:
+        raise HarnessError(f'{ko}: not an ELF64 little-endian file')
+    shoff = int.from_bytes(d[0x28:0x30], 'little')
+    shentsize = int.from_bytes(d[0x3a:0x3c], 'little')
+    shnum = int.from_bytes(d[0x3c:0x3e], 'little')
+    for i in range(shnum):
+        sh = d[shoff + i * shentsize:shoff + (i + 1) * shentsize]
+        if int.from_bytes(sh[4:8], 'little') != 7:	# SHT_NOTE
+            continue
+        off = int.from_bytes(sh[0x18:0x20], 'little')
+        size = int.from_bytes(sh[0x20:0x28], 'little')
+        bid = _note_build_id(d[off:off + size])
+        if bid:
+            return bid
+    raise HarnessError(f'{ko}: no GNU build id')
+
+
+def check_fresh_build(ko=None):
+    """HarnessError unless ko (default PCINET_KO) exists and is newer than
+    every source of the module: a test must not pass on a stale build.
+    A module given with PCINET_MODULE (another commit's) is not checked."""
+    ko = Path(ko or PCINET_KO)
+    if not ko.exists():
+        raise HarnessError(f'{ko} missing: make module')
+    if os.environ.get('PCINET_MODULE'):
+        return
+    built = ko.stat().st_mtime
+    newer = [p.name for p in sorted(_SOURCES.glob('*.[ch]'))
+             + [_SOURCES / 'Makefile'] if p.exists() and
+             not p.name.endswith('.mod.c') and p.stat().st_mtime > built]
+    if newer:
+        fix = 'make debug-module' if KERNEL == 'debug' else 'make module'
+        raise HarnessError(f'{ko} is older than {", ".join(newer)}: the '
+                           f'guests would test a stale build ({fix})')
+
+
+def check_module(vm, ko=None):
+    """ModuleMismatch unless the pcinet module loaded in vm has the build id
+    of ko (default PCINET_KO), the file built here."""
+    ko = Path(ko or PCINET_KO)
+    want = build_id(ko)
+    # the agent carries binary output unchanged
+    rc, out = vm.sh_bytes('cat /sys/module/pcinet/notes/.note.gnu.build-id')
+    got = _note_build_id(out) if rc == 0 else None
+    if got != want:
+        raise ModuleMismatch(
+            f'{vm.name}: the pcinet module loaded has build id {got}, '
+            f'{ko} has {want}: the guest is not testing the module built '
+            'here (initramfs built from another file? module rebuilt '
+            'during the run?)' + ('' if rc == 0 else
+                                  '\n' + out.decode(errors='replace').strip()))
+    vm.module_checked = True
+
+
+# --------------------------------------------------------------------------
+# guest helpers
+# --------------------------------------------------------------------------
+
+def load(vm, args='', wait=('/sys/class/net/pcinet0',), timeout=5.0):
+    """insmod pcinet with args unless it is loaded, check that the module
+    in the guest is the one built here (check_module()), and wait until
+    the paths in wait exist (its devices appear asynchronously)."""
+    out = vm.run(f"grep -q '^pcinet ' /proc/modules && echo @@loaded || "
+                 f"insmod {KO} {args}")
+    if '@@loaded' not in out or not getattr(vm, 'module_checked', False):
+        check_module(vm)
+    if wait:
+        vm.wait_until(' && '.join(f'[ -e {p} ]' for p in wait), timeout,
+                      what=' and '.join(wait) + ' after insmod',
+                      show='ls /sys/class/net /dev | grep -i pci; '
+                      'dmesg | grep pcinet | tail -n 5')
+
+
+TOOLS = ROOT / 'tools/testing/pcinet'
+
+
+def need_tool(*names):
+    """Skip the case unless pcinet's guest tools names (pcinet-poke,
+    pcinet-ttyperf, ...) are built here: mkinitramfs.sh copies them into
+    the guests when they are (make check builds them).  Built but missing
+    in a guest is a failure, found by the case itself."""
+    missing = [n for n in names if not os.access(TOOLS / n, os.X_OK)]
+    if missing:
+        skip(f'{" ".join(missing)} not built (make -C tools/testing/pcinet '
+             f'{" ".join(missing)})')
+
+
+def unload(vm, timeout=5.0):
+    """rmmod pcinet, retried while something (an open tty closing
+    asynchronously) still holds it; fails after timeout."""
+    vm.wait_until("! grep -q '^pcinet ' /proc/modules || rmmod pcinet",
+                  timeout, what='rmmod pcinet',
+                  show='rmmod pcinet; grep "^pcinet " /proc/modules')
+
+
+def net_up(vm, addr, ifname='pcinet0', mtu=None, prefix=24):
+    """load(), then ifname up with addr/prefix only (and mtu if given)."""
+    load(vm, wait=(f'/sys/class/net/{ifname}',))
+    vm.run(f'ip addr flush dev {ifname} && '
+           f'ip addr add {addr}/{prefix} dev {ifname} && '
+           f'ip link set {ifname} up' + (f' mtu {mtu}' if mtu else ''))
+
+
+def carrier_cond(want, ifname='pcinet0'):
+    """A shell condition: ifname's carrier is want (0 when unreadable: the
+    interface is down or gone)."""
+    return (f'[ "$(cat /sys/class/net/{ifname}/carrier 2>/dev/null '
+            f'|| echo 0)" = {int(want)} ]')
+
+
+def link_state(vm, ifname='pcinet0'):
+    """{'carrier': 0/1, 'operstate': str} of ifname, from sysfs
+    (operstate 'absent' when there is no such interface)."""
+    out = vm.run(f'd=/sys/class/net/{ifname}; [ -e $d ] || '
+                 '{ echo "0 absent"; exit 0; }; '
+                 'echo "$(cat $d/carrier 2>/dev/null || echo 0) '
+                 '$(cat $d/operstate)"')
+    c, state = out.split()[-2:]
+    return {'carrier': int(c), 'operstate': state}
+
+
+def wait_carrier(vm, want, timeout=10.0, ifname='pcinet0'):
+    """Wait until ifname's carrier is want (1 or 0); returns the seconds
+    it took (guest clock).  Fails the case after timeout seconds, with the
+    interface's state and the driver's last messages."""
+    return vm.wait_until(
+        carrier_cond(want, ifname), timeout, what=f'{ifname} carrier {want}',
+        show=f'echo "carrier $(cat /sys/class/net/{ifname}/carrier '
+        f'2>/dev/null) operstate $(cat /sys/class/net/{ifname}/operstate '
+        '2>/dev/null)"; dmesg | grep pcinet | tail -n 5', interval=0.02)
+
+
+def ping(src, dst_ip, count=3, size=56, timeout=30, wait=5):
+    """ping from src; (True if all count replies came, the output)."""
+    rc, out = src.sh(f'ping -c {count} -s {size} -W {wait} {dst_ip}', timeout)
+    return rc == 0 and f'{count} packets received' in out, out
+
+
+def load_and_wait(addrs, ifname='pcinet0', timeout=15.0, mtu=None,
+                  ping_peer=True):
+    """addrs: {vm: address}.  net_up() on every vm, wait for carrier on
+    all of them (timeout s each), then (ping_peer) a ping from the first
+    vm to each other one (a second try: the first packet may race ARP on
+    a slow guest).  Returns the slowest carrier's seconds."""
+    vms = list(addrs)
+    for vm in vms:
+        net_up(vm, addrs[vm], ifname, mtu)
+    took = max(wait_carrier(vm, 1, timeout, ifname) for vm in vms)
+    if ping_peer:
+        for peer in vms[1:]:
+            ok, out = ping(vms[0], addrs[peer], count=1)
+            if not ok:
+                ok, out = ping(vms[0], addrs[peer], count=2)
+            expect(ok, f'{vms[0].name} cannot ping {peer.name}:\n' + out)
+    return took
+
+
+def ethtool_stat(vm, name, ifname='pcinet0'):
+    """One counter of `ethtool -S ifname`."""
+    out = vm.run(f'ethtool -S {ifname}')
+    for line in out.splitlines():
+        k, _, v = line.strip().partition(':')
+        if k == name:
+            return int(v)
+    raise CaseFailure(f'{vm.name}: no {name} in ethtool -S:\n{out}')
+
+
+def tcp_transfer(src, dst, dst_ip, mib, port=5001, timeout=600,
+                 rx_timeout=60):
+    """Send mib MiB of random data src -> dst over TCP (socat); fails the
+    case unless the sha256 the receiver computes is the sender's."""
+    n = mib << 20
+    dst.run(f'rm -f /tmp/rx.sha; (socat -u TCP-LISTEN:{port},reuseaddr '
+            f'STDOUT | sha256sum >/tmp/rx.sha.part && mv /tmp/rx.sha.part '
+            f'/tmp/rx.sha) >/dev/null 2>&1 &')
+    tx = src.run(f'[ "$(stat -c %s /tmp/tx.{mib} 2>/dev/null)" = {n} ] || '
+                 f'head -c {n} /dev/urandom >/tmp/tx.{mib}; '
+                 f'sha256sum </tmp/tx.{mib}', timeout=timeout).split()[-2]
+    # the listener may not be up yet: connect until it is (10 s)
+    src.wait_until(f'socat -u FILE:/tmp/tx.{mib} TCP:{dst_ip}:{port} '
+                   '2>/tmp/socat.err', 10, interval=0.2,
+                   what=f'sending {mib} MiB to {dst_ip}:{port}',
+                   show='cat /tmp/socat.err')
+    dst.wait_until('[ -e /tmp/rx.sha ]', rx_timeout,
+                   what=f'the receiver finishing {mib} MiB')
+    rx = dst.run('cat /tmp/rx.sha').split()[0]
+    expect(tx == rx, f'{src.name}->{dst.name} {mib} MiB: the receiver got '
+           f'other bytes (sha256 sent {tx}, received {rx})')
+
+
+def iperf3_parse(out, who=''):
+    """The JSON document of `iperf3 -J` output; CaseFailure if there is
+    none or it reports an error."""
+    try:
+        res = json.loads(out[out.index('{'):])
+    except ValueError as e:
+        raise CaseFailure(f'{who}: iperf3 output not JSON ({e}):\n'
+                          + out[-1500:]) from None
+    if res.get('error'):
+        raise CaseFailure(f'{who}: iperf3: {res["error"]}')
+    return res
+
+
+def iperf3_mbps(res):
+    """Receiver-side Mbit/s of an iperf3 result (TCP)."""
+    return res['end']['sum_received']['bits_per_second'] / 1e6
+
+
+def iperf3(client, server_ip, args='', secs=4, server=None, one_off=True,
+           timeout=None, tries=1):
+    """Run `iperf3 -J -i 0 -c server_ip -t secs args` on client; returns
+    the parsed result.  server (the VM at server_ip): with one_off, start
+    a one-off server there first (-s -1); on "busy"/"refused" between
+    tries, start one (-s, or -s -1) if none runs."""
+    timeout = timeout or secs + 60
+    start = 'iperf3 -s -1 -D' if one_off else 'iperf3 -s -D'
+    if server is not None and one_off:
+        server.run(f'killall iperf3 >/dev/null 2>&1; {start} >/dev/null '
+                   '2>&1; usleep 300000')
+    for attempt in range(tries):
+        rc, out = client.sh(f'iperf3 -J -i 0 -c {server_ip} -t {secs} {args}',
+                            timeout)
+        try:
+            res = iperf3_parse(out, client.name)
+            if rc == 0:
+                return res
+            err = f'exit {rc}'
+        except CaseFailure as e:
+            err = str(e)
+        if attempt + 1 < tries and ('busy' in err or 'refused' in err):
+            if server is not None:	# the last test still ending, or gone
+                server.sh(f'pidof iperf3 >/dev/null || {start} '
+                          '>/dev/null 2>&1; usleep 500000')
+            time.sleep(1)
+            continue
+        break
+    raise CaseFailure(f'{client.name}: iperf3 -c {server_ip} {args}: {err}')
 
 
 # --------------------------------------------------------------------------
@@ -817,23 +1247,27 @@ class Topology:
 # --------------------------------------------------------------------------
 
 class Case:
-    def __init__(self, name, func, fresh, splat_ok):
+    def __init__(self, name, func, fresh, splat_ok, topology):
         self.name, self.func, self.fresh, self.splat_ok = name, func, fresh, splat_ok
+        self.topology = topology
 
 
 CASES = []
 
 
-def case(name, fresh=False, splat_ok=False):
+def case(name, fresh=False, splat_ok=False, topology=None):
     """Register a test case: func(t) gets the Topology.
 
     fresh: boot a new topology for this case.  splat_ok: do not fail the case
-    on kernel splats (for cases that provoke them on purpose).
+    on kernel splats (for cases that provoke them on purpose).  topology:
+    options of CONFIG that differ for this case (machines, links, vm_args,
+    ...); the runner boots such a topology when the current one differs.
     """
     def deco(func):
         if any(c.name == name for c in CASES):
             raise ValueError(f'duplicate case {name}')
-        CASES.append(Case(name, func, fresh, splat_ok))
+        topology_config(topology)	# unknown options fail here, not later
+        CASES.append(Case(name, func, fresh, splat_ok, topology))
         return func
     return deco
 
@@ -885,7 +1319,7 @@ def _reason(exc):
 
 def _remove_stale_runs(runs):
     """Remove work dirs left by harness runs that were killed (-9)."""
-    for d in runs.glob('run.*'):
+    for d in runs.glob('*.*'):
         try:
             pid = int((d / 'harness.pid').read_text())
             os.kill(pid, 0)
@@ -897,6 +1331,33 @@ def _remove_stale_runs(runs):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def make_workdir(prefix='run.'):
+    """A new work dir build/qemu-run/<prefix>XXXX (or in /tmp if its
+    socket paths would be too long) holding harness.pid, so that a later
+    run removes it if this process dies without cleaning up; work dirs of
+    such dead runs are removed now.  release_workdir() ends it."""
+    runs = BUILD / 'qemu-run'
+    runs.mkdir(parents=True, exist_ok=True)
+    _remove_stale_runs(runs)
+    wd = Path(tempfile.mkdtemp(prefix=prefix, dir=runs))
+    if len(str(wd / 'fabric.sock')) > 100:	# sun_path is 108 bytes
+        shutil.rmtree(wd)
+        wd = Path(tempfile.mkdtemp(prefix='pcinet-' + prefix))
+    (wd / 'harness.pid').write_text(f'{os.getpid()}\n')
+    return wd
+
+
+def release_workdir(wd, keep):
+    """Remove the work dir, or with keep leave it (and no later run will
+    remove it); returns whether it was kept."""
+    if keep:
+        (Path(wd) / 'harness.pid').unlink(missing_ok=True)
+        info(f'kept {wd}')
+    else:
+        shutil.rmtree(wd, ignore_errors=True)
+    return keep
+
+
 def main(argv=None):
     import argparse
     ap = argparse.ArgumentParser(description='pcinet QEMU tests')
@@ -906,7 +1367,12 @@ def main(argv=None):
     ap.add_argument('-l', '--list', action='store_true', help='list cases')
     ap.add_argument('--keep', action='store_true',
                     help='keep the work dir (logs); also PCINET_KEEP=1')
+    ap.add_argument('-v', '--verbose', action='store_true',
+                    help='echo every guest command and its status on '
+                    'stderr; also PCINET_VERBOSE=1')
     args = ap.parse_args(argv)
+    global VERBOSE
+    VERBOSE = VERBOSE or args.verbose
 
     patterns = args.k or os.environ.get('TESTS', '').replace(',', ' ').split()
     selected = [c for c in CASES if _matches(c.name, patterns)]
@@ -923,33 +1389,32 @@ def main(argv=None):
 
     keep = args.keep or os.environ.get('PCINET_KEEP') == '1'
     env = load_env()
-    runs = BUILD / 'qemu-run'
-    runs.mkdir(parents=True, exist_ok=True)
-    _remove_stale_runs(runs)
-    workdir = Path(tempfile.mkdtemp(prefix='run.', dir=runs))
-    if len(str(workdir / 'fabric.sock')) > 100:	# sun_path is 108 bytes
-        shutil.rmtree(workdir)
-        workdir = Path(tempfile.mkdtemp(prefix='pcinet-run.'))
-    (workdir / 'harness.pid').write_text(f'{os.getpid()}\n')
+    workdir = make_workdir()
     info(f'work dir {workdir}')
 
-    passed = failed = 0
+    passed = failed = skipped = 0
     topo = None
     boot_failures = 0
+    stop = None
 
     def on_term(*_):
         raise KeyboardInterrupt
     old_term = signal.signal(signal.SIGTERM, on_term)
     try:
+        if any(Path(m).name == 'pcinet.ko' for m in CONFIG['extra_modules']):
+            check_fresh_build()
         initrd = build_initramfs(workdir / 'initramfs.cpio.gz',
                                  CONFIG['extra_modules'], env)
         for c in selected:
             t0 = time.monotonic()
             marks = {}
-            reason = None
+            reason = skip_reason = None
+            want = topology_config(c.topology)
             try:
                 if topo is not None:
-                    why = 'fresh topology requested' if c.fresh else topo.health()
+                    why = ('fresh topology requested' if c.fresh else
+                           'the case needs another topology'
+                           if topo.cfg != want else topo.health())
                     if why:
                         info(f'rebooting the topology: {why}')
                         topo.teardown()
@@ -958,7 +1423,8 @@ def main(argv=None):
                     if boot_failures >= 2:
                         raise HarnessError('topology failed to boot twice, '
                                            'not trying again')
-                    topo = Topology(workdir, env['VMLINUZ'], initrd)
+                    topo = Topology(workdir, env['VMLINUZ'], initrd,
+                                    c.topology)
                     marks = {vm.name: vm.console_mark() for vm in topo.vms}
                     boot_failures += 1
                     topo.boot()
@@ -968,8 +1434,12 @@ def main(argv=None):
                 c.func(topo)
             except KeyboardInterrupt:
                 raise
+            except CaseSkip as e:
+                skip_reason = str(e) or 'skipped'
             except BaseException as e:	# noqa: B902 - report everything
                 reason = _reason(e)
+                if isinstance(e, ModuleMismatch):
+                    stop = reason
             if topo is not None:
                 _settle(topo.vms)
                 if reason is None and not c.splat_ok:
@@ -981,6 +1451,10 @@ def main(argv=None):
                                          if len(splats) > 1 else ''))
                             break
             dt = time.monotonic() - t0
+            if reason is None and skip_reason is not None:
+                skipped += 1
+                print(f'[SKIP] {c.name}{TAG}: {skip_reason}', flush=True)
+                continue
             if reason is None:
                 passed += 1
                 print(f'[ OK ] {c.name}{TAG} ({dt:.1f}s)', flush=True)
@@ -998,11 +1472,15 @@ def main(argv=None):
                           f'since the case started) ---')
                     if lines:
                         print(_indent('\n'.join(lines), '    | '))
-                if topo.fabric and not topo.fabric.alive():
-                    print('    --- fabric log ---')
-                    print(_indent(_tail(topo.fabric.log, 20), '    | '))
+                for link, fab in zip(topo.links, topo.fabrics):
+                    if not fab.alive():
+                        print(f'    --- fabric log (link {"-".join(link)}) ---')
+                        print(_indent(_tail(fab.log, 20), '    | '))
                 topo.mark_dirty(f'case {c.name} failed')
             sys.stdout.flush()
+            if stop:
+                print(f'stopping: {stop.splitlines()[0]}', flush=True)
+                break
     except KeyboardInterrupt:
         print('interrupted', flush=True)
         failed += 1
@@ -1013,10 +1491,12 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, old_term)
         if topo is not None:
             topo.teardown()
-        if keep:
-            (workdir / 'harness.pid').unlink()	# so no later run removes it
-            info(f'kept {workdir}')
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
-    print(f'{passed} passed, {failed} failed', flush=True)
+        release_workdir(workdir, keep)
+    print(summary(passed, failed, skipped), flush=True)
     return 1 if failed else 0
+
+
+def summary(passed, failed, skipped=0):
+    """The closing line: "N passed, N failed", ", N skipped" if any."""
+    return (f'{passed} passed, {failed} failed'
+            + (f', {skipped} skipped' if skipped else ''))

@@ -26,7 +26,6 @@ import os  # noqa: E402
 os.environ.setdefault('PCINET_KERNEL', 'debug')
 import pcinet_harness as h  # noqa: E402
 
-KO = '/lib/modules/extra/pcinet.ko'
 TTY = '/dev/ttyPCI0'
 IP = {'a': '10.79.0.1', 'b': '10.79.0.2'}
 PEER = {'a': 'b', 'b': 'a'}
@@ -34,10 +33,7 @@ REGIONS = ('hdr', 'ctrl0', 'ctrl1', 'net0', 'net1', 'tty0', 'tty1', 'all')
 
 
 def setup(vm):
-    vm.run(f"grep -q '^pcinet ' /proc/modules || insmod {KO}; "
-           'for i in $(seq 50); do [ -e /sys/class/net/pcinet0 ] && break; '
-           'usleep 100000; done; ip addr flush dev pcinet0; '
-           f'ip addr add {IP[vm.name]}/24 dev pcinet0; ip link set pcinet0 up')
+    h.net_up(vm, IP[vm.name])
 
 
 def traffic(t):
@@ -112,8 +108,13 @@ def main():
           f'{args.seed}', flush=True)
 
     env = h.load_env()
-    wd = h.BUILD / 'qemu-run' / f'soak.{os.getpid()}'
-    wd.mkdir(parents=True, exist_ok=True)
+    try:
+        h.check_fresh_build()
+    except h.HarnessError as e:
+        print(f'soak: {e}')
+        print(h.summary(0, 1))
+        return 1
+    wd = h.make_workdir('soak.')
     initrd = h.build_initramfs(wd / 'initramfs.cpio.gz', [h.PCINET_KO], env)
     h.configure(fabric_control=True)
     t = h.Topology(wd, env['VMLINUZ'], initrd)
@@ -201,12 +202,9 @@ def main():
           f'{(recov[-1] if recov else 0):.2f}s')
     for r in reports[:20]:
         print(f'soak: report: {r}')
-    if failed:
+    if h.release_workdir(wd, keep=bool(failed or args.keep)) and failed:
         print(f'soak: FAILED: {failed} (logs in {wd})')
-    elif not args.keep:
-        import shutil
-        shutil.rmtree(wd, ignore_errors=True)
-    print(f'{0 if failed else 1} passed, {1 if failed else 0} failed')
+    print(h.summary(0 if failed else 1, 1 if failed else 0))
     return 1 if failed else 0
 
 

@@ -8,6 +8,7 @@ Run: python3 tests/qemu/test_boot.py [-k PATTERN]
 import hashlib
 import signal
 import sys
+import time
 from pathlib import Path
 
 sys.dont_write_bytecode = True	# no __pycache__ in the source tree
@@ -66,6 +67,29 @@ def _(t):
     h.expect(s.encode('utf-8', 'surrogateescape') == b'caf\xc3\xa9 \xff', repr(s))
 
 
+@h.case('agent-wait-until')
+def _(t):
+    # vm.wait_until(): true at once, true later (guest clock), a timeout
+    # with the diagnosis, and must=False.
+    vm = t.a
+    took = vm.wait_until('true', 5)
+    h.expect(0 <= took < 1, f'true took {took}s')
+    vm.run('rm -f /tmp/wu; (sleep 1; touch /tmp/wu) >/dev/null 2>&1 &')
+    took = vm.wait_until('[ -e /tmp/wu ]', 10)
+    h.expect(0.8 <= took < 5, f'a file made after 1 s appeared after {took}s')
+    t0 = time.monotonic()
+    try:
+        vm.wait_until('[ -e /nonexistent ]', 1, what='the impossible',
+                      show='echo diagnosis-here')
+        raise h.CaseFailure('wait_until did not time out')
+    except h.CaseFailure as e:
+        h.expect('the impossible not within 1s' in str(e) and
+                 'diagnosis-here' in str(e), f'timeout message: {e}')
+    h.expect(time.monotonic() - t0 < 10, 'a 1 s wait took long')
+    h.expect(vm.wait_until('false', 0.5, must=False) is None,
+             'must=False did not give None')
+
+
 @h.case('tools')
 def _(t):
     vm = t.a
@@ -119,6 +143,22 @@ def _(t):
     except h.VMError as e:
         h.expect('exited' in str(e), f'unclear error: {e}')
     h.expect(t.health() is not None, 'topology still looks healthy')
+
+
+@h.case('topology-links', topology=dict(machines=('a', 'b', 'c'),
+                                        links=[('a', 'b'), ('b', 'c')]))
+def _(t):
+    # Each machine has one ivshmem-doorbell device per link, in the order
+    # of the links; a and c share nothing.
+    h.expect([vm.name for vm in t.vms] == ['a', 'b', 'c'], 'machines')
+    for vm in t.vms:
+        n = int(vm.run('grep -l 0x1110 /sys/bus/pci/devices/*/device | wc -l'))
+        want = len(t.vm_links(vm))
+        h.expect(n == want, f'{vm.name}: {n} ivshmem devices, want {want}')
+    h.expect((t.ifname('b', 'a'), t.ifname('b', 'c'), t.ifname('c', 'b'))
+             == ('pcinet0', 'pcinet1', 'pcinet0'), 'interface names')
+    h.expect(t.fabric_of('a', 'b') is not t.fabric_of('b', 'c'),
+             'two links share a fabric')
 
 
 if __name__ == '__main__':

@@ -24,7 +24,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pcinet_harness as h  # noqa: E402
 
-KO = '/lib/modules/extra/pcinet.ko'
 TTY = '/dev/ttyPCI0'
 IP = {'a': '10.79.0.1', 'b': '10.79.0.2'}
 PEER = {'a': 'b', 'b': 'a'}
@@ -49,27 +48,17 @@ def up(t):
     """Both drivers loaded (again if a case unloaded them), addresses set,
     carrier on both sides, a ping through."""
     for vm in (t.a, t.b):
-        vm.run(f"grep -q '^pcinet ' /proc/modules || insmod {KO}; "
-               'for i in $(seq 50); do [ -e /sys/class/net/pcinet0 ] && '
-               'break; usleep 100000; done; ip addr flush dev pcinet0 && '
-               f'ip addr add {IP[vm.name]}/24 dev pcinet0 && '
-               'ip link set pcinet0 up')
+        h.net_up(vm, IP[vm.name])
     return heal_time(t, limit=15)
 
 
 def carrier_within(vm, secs):
     """Seconds (guest clock) until pcinet0 has carrier; fails after secs."""
-    # bounded by the guest's clock, not a count: a debug guest under load
-    # takes long for each round
-    out = vm.run('read t0 _ </proc/uptime; end=$(echo "$t0 + %s" | bc); '
-                 'while :; do read c </sys/class/net/pcinet0/carrier; '
-                 '[ "$c" = 1 ] && break; read t _ </proc/uptime; '
-                 '[ "$(echo "$t > $end" | bc)" = 1 ] && break; '
-                 'usleep 20000; done; read t1 _ </proc/uptime; '
-                 'echo "$c $t0 $t1"' % secs, timeout=secs + 120)
-    c, t0, t1 = out.split()[-3:]
-    h.expect(c == '1', f'{vm.name}: no carrier {secs}s after the faults')
-    return float(t1) - float(t0)
+    try:
+        return h.wait_carrier(vm, 1, secs)
+    except h.CaseFailure as e:
+        raise h.CaseFailure(f'{vm.name}: no carrier {secs}s after the '
+                            f'faults ({e})') from None
 
 
 def heal_time(t, limit=HEAL_LIMIT):
@@ -127,22 +116,7 @@ def stop_traffic(t):
 def tcp_check(src, dst, mib, port=5301, timeout=900):
     """Send mib MiB of random data src -> dst over TCP; the sha256 the
     receiver computes must be the sender's."""
-    n = mib << 20
-    dst.run(f'rm -f /tmp/rx.sha; (socat -u TCP-LISTEN:{port},reuseaddr '
-            f'STDOUT | sha256sum >/tmp/rx.sha.part && mv /tmp/rx.sha.part '
-            f'/tmp/rx.sha) >/dev/null 2>&1 &')
-    tx = src.run(f'[ "$(stat -c %s /tmp/tx.{mib} 2>/dev/null)" = {n} ] || '
-                 f'head -c {n} /dev/urandom >/tmp/tx.{mib}; '
-                 f'sha256sum </tmp/tx.{mib}', timeout=timeout).split()[-2]
-    src.run(f'for i in $(seq 50); do socat -u FILE:/tmp/tx.{mib} '
-            f'TCP:{IP[dst.name]}:{port} 2>/tmp/socat.err && exit 0; '
-            f'usleep 200000; done; cat /tmp/socat.err; exit 1',
-            timeout=timeout)
-    dst.run('for i in $(seq 600); do [ -e /tmp/rx.sha ] && break; '
-            'usleep 100000; done; [ -e /tmp/rx.sha ]', timeout=120)
-    rx = dst.run('cat /tmp/rx.sha').split()[0]
-    h.expect(tx == rx, f'{src.name}->{dst.name} {mib} MiB: the receiver got '
-             f'other bytes (sha256 sent {tx}, received {rx})')
+    h.tcp_transfer(src, dst, IP[dst.name], mib, port, timeout, rx_timeout=60)
 
 
 def tty_check(src, dst, nbytes=256 << 10):
@@ -156,9 +130,8 @@ def tty_check(src, dst, nbytes=256 << 10):
     want = src.run(f'head -c {nbytes} /dev/urandom >/tmp/ttytx.bin; '
                    f'cat /tmp/ttytx.bin >{TTY}; sha256sum </tmp/ttytx.bin',
                    timeout=180).split()[-2]
-    got = dst.run('for i in $(seq 1200); do [ -e /tmp/ttyrx.rc ] && break; '
-                  'usleep 100000; done; sha256sum </tmp/ttyrx.bin',
-                  timeout=200).split()[-2]
+    dst.wait_until('[ -e /tmp/ttyrx.rc ]', 120, must=False)
+    got = dst.run('sha256sum </tmp/ttyrx.bin').split()[-2]
     h.expect(got == want, f'ttyPCI0 {src.name}->{dst.name}: bytes changed '
              'or lost')
 
@@ -246,6 +219,7 @@ def _(t):
     """Both tty rings scribbled while a stream crosses each way: records
     changed in the window are dropped (counted as frame errors, TIOCGICOUNT)
     and what arrives is the stream with gaps, never a changed byte."""
+    h.need_tool('pcinet-ttyperf')
     up(t)
     n = h.scaled(8) << 20
     seed = {'a': 11, 'b': 22}
@@ -265,8 +239,7 @@ def _(t):
             vm.run(f'((cat /tmp/seq.bin >{TTY}; echo $? >/tmp/seqtx.rc) &) '
                    '>/dev/null 2>&1')
         for vm in (t.a, t.b):
-            vm.run('for i in $(seq 600); do [ -e /tmp/seqtx.rc ] && break; '
-                   'usleep 100000; done', timeout=180)
+            vm.wait_until('[ -e /tmp/seqtx.rc ]', 60, must=False)
     finally:
         t.fabric.fault('scribble stop')
     caught = 0
@@ -293,13 +266,7 @@ def _icount(vm, must=True):
     return {k: int(v) for k, v in kv.items()}
 
 
-def _stat(vm, name):
-    out = vm.run('ethtool -S pcinet0')
-    for line in out.splitlines():
-        k, _, v = line.strip().partition(':')
-        if k == name:
-            return int(v)
-    raise h.CaseFailure(f'{vm.name}: no {name} in ethtool -S:\n{out}')
+_stat = h.ethtool_stat
 
 
 @h.case('fault-doorbells')
@@ -348,12 +315,9 @@ def _(t):
         for i in range(5):
             for vm in (t.a, t.b):
                 vm.run('killall cat >/dev/null 2>&1; usleep 100000; '
-                       f'rmmod pcinet && insmod {KO} && '
-                       'for i in $(seq 50); do [ -e /sys/class/net/pcinet0 ] '
-                       '&& break; usleep 100000; done; '
-                       f'ip addr add {IP[vm.name]}/24 dev pcinet0; '
-                       'ip link set pcinet0 up; '
-                       f'(cat /dev/urandom >{TTY} &) >/dev/null 2>&1')
+                       'rmmod pcinet')
+                h.net_up(vm, IP[vm.name])
+                vm.run(f'(cat /dev/urandom >{TTY} &) >/dev/null 2>&1')
     finally:
         t.fabric.fault('scribble stop')
     stop_traffic(t)

@@ -6,9 +6,9 @@
     | pcinet0 10.77.0.1 |<==== ivshmem-doorbell ==>| pcinet0 10.77.0.2 |
     +-------------------+                          +-------------------+
 
-The forwarding case adds its own three-machine topology:
+The forwarding case asks for a three-machine topology of its own:
 
-    a (10.78.1.1) <== fabric 1 ==> b (10.78.1.2 | 10.78.2.2) <== fabric 2 ==> c (10.78.2.3)
+    a (10.78.1.1) <== link a-b ==> b (10.78.1.2 | 10.78.2.2) <== link b-c ==> c (10.78.2.3)
 
 Every case states what a user relies on and fails if it does not hold;
 speeds are not asserted here (that is `make bench`).
@@ -22,7 +22,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pcinet_harness as h  # noqa: E402
 
-KO = '/lib/modules/extra/pcinet.ko'
 IP = {'a': '10.77.0.1', 'b': '10.77.0.2'}
 PEER = {'a': 'b', 'b': 'a'}
 
@@ -39,88 +38,28 @@ h.configure(extra_modules=[h.PCINET_KO],
 
 def load(vm, ifname='pcinet0', addr=None, mtu=None):
     """Load the module if needed and configure ifname with addr/24."""
-    addr = addr or IP[vm.name]
-    vm.run(f"grep -q '^pcinet ' /proc/modules || insmod {KO}")
-    vm.run(f'for i in $(seq 50); do [ -e /sys/class/net/{ifname} ] && break; '
-           f'usleep 100000; done; ip addr flush dev {ifname} && '
-           f'ip addr add {addr}/24 dev {ifname} && ip link set {ifname} up'
-           + (f' mtu {mtu}' if mtu else ''))
+    h.net_up(vm, addr or IP[vm.name], ifname, mtu)
 
 
-def wait_carrier(vm, want, timeout=10.0, ifname='pcinet0'):
-    """Poll carrier inside the guest; return seconds it took (guest clock).
-
-    Fails the case if carrier is not `want` within timeout."""
-    tenths = int(timeout * 20)
-    out = vm.run(
-        f'read t0 _ </proc/uptime; i=0; '
-        f'while [ $i -lt {tenths} ]; do '
-        f'  c=$(cat /sys/class/net/{ifname}/carrier 2>/dev/null || echo 0); '
-        f'  [ "$c" = {want} ] && break; usleep 50000; i=$((i+1)); done; '
-        f'read t1 _ </proc/uptime; echo "$c $t0 $t1"', timeout=timeout + 30)
-    c, t0, t1 = out.split()[-3:]
-    h.expect(c == str(want), f'{vm.name}: carrier is {c}, wanted {want} '
-             f'within {timeout}s')
-    return float(t1) - float(t0)
-
-
-def ping(src, dst_ip, count=3, size=56, timeout=30):
-    rc, out = src.sh(f'ping -c {count} -s {size} -W 5 {dst_ip}', timeout)
-    return rc == 0 and f'{count} packets received' in out, out
+wait_carrier = h.wait_carrier
+ping = h.ping
+stat = h.ethtool_stat
 
 
 def link_up(t, mtu=None):
     """Both sides loaded, configured and answering pings."""
-    for vm in (t.a, t.b):
-        load(vm, mtu=mtu)
-    for vm in (t.a, t.b):
-        wait_carrier(vm, 1, timeout=15)
-    ok, out = ping(t.a, IP['b'], count=1)
-    if not ok:		# first packet may race ARP on a slow guest
-        ok, out = ping(t.a, IP['b'], count=2)
-    h.expect(ok, 'a cannot ping b:\n' + out)
-
-
-def stat(vm, name, ifname='pcinet0'):
-    out = vm.run(f'ethtool -S {ifname}')
-    for line in out.splitlines():
-        k, _, v = line.strip().partition(':')
-        if k == name:
-            return int(v)
-    raise h.CaseFailure(f'{vm.name}: no {name} in ethtool -S:\n{out}')
+    h.load_and_wait({t.a: IP['a'], t.b: IP['b']}, mtu=mtu)
 
 
 def tcp_transfer(src, dst, dst_ip, mib, port=5001, timeout=600):
-    """Send mib MiB of random data src -> dst over TCP; compare sha256
-    and length."""
-    n = mib * 1024 * 1024
-    dst.run(f'rm -f /tmp/rx.sha; (socat -u TCP-LISTEN:{port},reuseaddr '
-            f'STDOUT | sha256sum >/tmp/rx.sha.part && mv /tmp/rx.sha.part '
-            f'/tmp/rx.sha) >/dev/null 2>&1 &')
-    src.run(f'[ -s /tmp/tx.{mib} ] || head -c {n} /dev/urandom >/tmp/tx.{mib}; '
-            f'sha256sum </tmp/tx.{mib} >/tmp/tx.sha', timeout=timeout)
-    src.run(f'for i in $(seq 50); do socat -u FILE:/tmp/tx.{mib} '
-            f'TCP:{dst_ip}:{port} 2>/tmp/socat.err && exit 0; '
-            f'usleep 200000; done; cat /tmp/socat.err; exit 1', timeout=timeout)
-    dst.run('for i in $(seq 300); do [ -e /tmp/rx.sha ] && break; '
-            'usleep 100000; done; [ -e /tmp/rx.sha ]', timeout=60)
-    tx = src.run('cat /tmp/tx.sha').split()[0]
-    rx = dst.run('cat /tmp/rx.sha').split()[0]
-    h.expect(tx == rx, f'{src.name}->{dst.name} {mib} MiB: sha256 differs '
-             f'(sent {tx}, received {rx})')
+    """mib MiB of random data src -> dst over TCP, sha256 compared."""
+    h.tcp_transfer(src, dst, dst_ip, mib, port, timeout, rx_timeout=30)
 
 
 def iperf(client, server, server_ip, args='', secs=4, timeout=120):
-    """Run iperf3 client -> server; return the parsed JSON result."""
-    import json
-    server.run('killall iperf3 >/dev/null 2>&1; '
-               'iperf3 -s -1 -D >/dev/null 2>&1; usleep 300000')
-    out = client.run(f'iperf3 -J -c {server_ip} -t {secs} {args}',
-                     timeout=timeout)
-    try:
-        return json.loads(out[out.index('{'):])
-    except ValueError as e:
-        raise h.CaseFailure(f'iperf3 output not JSON ({e}):\n{out[-2000:]}')
+    """Run iperf3 client -> server (a one-off server); the parsed JSON."""
+    return h.iperf3(client, server_ip, args, secs, server=server,
+                    timeout=timeout)
 
 
 # --------------------------------------------------------------------------
@@ -199,8 +138,7 @@ def _(t):
         r = iperf(c, s, IP[s.name])
         rx = r['end']['sum_received']['bytes']
         h.expect(rx > 0, f'{c.name}->{s.name}: nothing received')
-        h.info(f'{c.name}->{s.name} tcp '
-               f'{r["end"]["sum_received"]["bits_per_second"] / 1e6:.0f} Mbit/s')
+        h.info(f'{c.name}->{s.name} tcp {h.iperf3_mbps(r):.0f} Mbit/s')
 
 
 @h.case('net-iperf3-udp')
@@ -274,9 +212,9 @@ def _(t):
             '>/tmp/td.out 2>/tmp/td.err &) ; usleep 1500000')
     ok, out = ping(t.a, IP['b'], count=4)
     h.expect(ok, out)
-    out = t.b.run('for i in $(seq 50); do [ $(grep -c ICMP /tmp/td.out) -ge 4 ]'
-                  ' && break; usleep 100000; done; cat /tmp/td.out; '
-                  'killall tcpdump 2>/dev/null; true')
+    t.b.wait_until('[ $(grep -c ICMP /tmp/td.out) -ge 4 ]', 5,
+                   what='tcpdump printing 4 ICMP lines', must=False)
+    out = t.b.run('cat /tmp/td.out; killall tcpdump 2>/dev/null; true')
     h.expect(out.count('ICMP echo request') >= 2 and
              out.count('ICMP echo reply') >= 2, 'tcpdump saw:\n' + out)
 
@@ -373,6 +311,7 @@ def heals(t, limit=5.0):
 def _(t):
     """A peer writing garbage into our inbox costs a link reset at most,
     and the link heals without any driver being reloaded."""
+    h.need_tool('pcinet-poke')
     link_up(t)
     # b scribbles over a's inbox (control and data) through its own BAR.
     rc, out = t.b.sh('pcinet-poke garbage 2000', timeout=120)
@@ -418,51 +357,27 @@ def _(t):
     tcp_transfer(t.a, t.b, IP['b'], 16)
 
 
-@h.case('net-forward-3-machines')
+@h.case('net-forward-3-machines', topology=dict(
+    machines=('a', 'b', 'c'), links=[('a', 'b'), ('b', 'c')], vm_args={}))
 def _(t):
     """b has links to a and c and forwards between them."""
-    t.teardown()
-    t.mark_dirty('three-machine topology used')
-    wd = t.workdir
-    f1 = h.Fabric(wd / 'fab1.sock')
-    f2 = h.Fabric(wd / 'fab2.sock')
-    env = h.load_env(run_setup=False)
-    initrd = wd / 'initramfs.cpio.gz'
-    a = h.VM('fa', wd, env['VMLINUZ'], initrd, fabrics=[f1])
-    b = h.VM('fb', wd, env['VMLINUZ'], initrd, fabrics=[f1, f2])
-    c = h.VM('fc', wd, env['VMLINUZ'], initrd, fabrics=[f2])
-    vms = (a, b, c)
-    try:
-        f1.start()
-        f2.start()
-        for vm in vms:
-            vm.start()
-        for vm in vms:
-            vm.wait_ready()
-        load(a, addr='10.78.1.1')
-        load(b, 'pcinet0', addr='10.78.1.2')
-        load(b, 'pcinet1', addr='10.78.2.2')
-        load(c, addr='10.78.2.3')
-        b.run('echo 1 >/proc/sys/net/ipv4/ip_forward')
-        a.run('ip route add 10.78.2.0/24 via 10.78.1.2')
-        c.run('ip route add 10.78.1.0/24 via 10.78.2.2')
-        wait_carrier(a, 1, timeout=15)
-        wait_carrier(c, 1, timeout=15)
+    a, b, c = t.a, t.b, t.c
+    load(a, t.ifname(a, b), addr='10.78.1.1')
+    load(b, t.ifname(b, a), addr='10.78.1.2')
+    load(b, t.ifname(b, c), addr='10.78.2.2')
+    load(c, t.ifname(c, b), addr='10.78.2.3')
+    b.run('echo 1 >/proc/sys/net/ipv4/ip_forward')
+    a.run('ip route add 10.78.2.0/24 via 10.78.1.2')
+    c.run('ip route add 10.78.1.0/24 via 10.78.2.2')
+    wait_carrier(a, 1, timeout=15, ifname=t.ifname(a, b))
+    wait_carrier(c, 1, timeout=15, ifname=t.ifname(c, b))
+    ok, out = ping(a, '10.78.2.3', count=3)
+    if not ok:
         ok, out = ping(a, '10.78.2.3', count=3)
-        if not ok:
-            ok, out = ping(a, '10.78.2.3', count=3)
-        h.expect(ok, 'a cannot reach c through b:\n' + out)
-        tcp_transfer(a, c, '10.78.2.3', 32)
-        tcp_transfer(c, a, '10.78.1.1', 32)
-        for vm in vms:
-            splats = h.dmesg_check(vm.console_log())
-            h.expect(not splats, f'{vm.name}: {splats[:1]}')
-    finally:
-        for vm in vms:
-            vm.kill(signal.SIGKILL)
-            vm._close()
-        f1.stop()
-        f2.stop()
+    h.expect(ok, 'a cannot reach c through b:\n' + out)
+    tcp_transfer(a, c, '10.78.2.3', 32)
+    tcp_transfer(c, a, '10.78.1.1', 32)
+    t.mark_dirty('routes and forwarding set up')
 
 
 if __name__ == '__main__':

@@ -15,7 +15,8 @@ clear it.  Every guest command that reads or writes the tty runs under
 
 Each case starts from freshly loaded modules (empty rings, default termios)
 and fails if it does not hold what a user relies on; speeds are printed,
-not asserted (that is `make bench`).
+not asserted (that is `make bench`).  pcinet0 is up on both sides, with no
+address: its carrier (sysfs) is how a case knows the link is up.
 """
 
 import hashlib
@@ -28,7 +29,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pcinet_harness as h  # noqa: E402
 
-KO = '/lib/modules/extra/pcinet.ko'
 TTY = '/dev/ttyPCI0'
 PEER = {'a': 'b', 'b': 'a'}
 MIB = 1024 * 1024
@@ -43,30 +43,21 @@ h.configure(extra_modules=[h.PCINET_KO])
 # helpers
 # --------------------------------------------------------------------------
 
-def log_mark(vm):
-    """Lines in the guest's kernel log now: link messages after it count."""
-    return int(vm.run('dmesg | wc -l'))
+def link_up(t, timeout=15.0):
+    """The link is up: pcinet0 (no address, only its carrier is read) up on
+    both sides and carrier on both, from sysfs.  Carrier needs the link up
+    and the peer's pcinet0 up, so after the peer was reloaded, frozen or
+    killed this waits for the link it made again."""
+    for vm in (t.a, t.b):
+        vm.run('ip link set pcinet0 up')
+    for vm in (t.a, t.b):
+        h.wait_carrier(vm, 1, timeout)
 
 
-def link_state(vm, mark):
-    """'up', 'down' or '' from the last link message after mark."""
-    out = vm.run(f'dmesg | tail -n +{mark + 1} | '
-                 'grep -oE "link [0-9]+ (up|down)" | tail -n1')
-    return out.split()[-1] if out.split() else ''
-
-
-def wait_link(marks, timeout=15.0):
-    """Wait until every vm in marks ({vm: log_mark()}, taken before what
-    took the link down) logged the link up again.  "down" messages are
-    ratelimited, "up" ones are not: only lines after the mark count."""
-    end = time.monotonic() + timeout
-    while True:
-        states = {vm.name: link_state(vm, m) for vm, m in marks.items()}
-        if all(s == 'up' for s in states.values()):
-            return
-        if time.monotonic() > end:
-            raise h.CaseFailure(f'link not up within {timeout}s: {states}')
-        time.sleep(0.3)
+def load(vm, args=''):
+    """insmod (checked to be the module built here); ttyPCI0 and pcinet0
+    there."""
+    h.load(vm, args, wait=(TTY, '/sys/class/net/pcinet0'))
 
 
 def release(vm):
@@ -80,21 +71,16 @@ def unload(vm):
     """Release the tty, then rmmod; the tty's release, and with it the
     module reference, is asynchronous."""
     release(vm)
-    vm.run('for i in $(seq 50); do grep -q "^pcinet " /proc/modules || '
-           'exit 0; rmmod pcinet 2>/dev/null && exit 0; usleep 100000; done; '
-           'rmmod pcinet')
+    h.unload(vm, 5)
 
 
 def fresh(t, args=''):
     """Both sides reloaded: empty rings, default termios, link up."""
     for vm in (t.a, t.b):
         unload(vm)
-    marks = {vm: log_mark(vm) for vm in (t.a, t.b)}
     for vm in (t.a, t.b):
-        vm.run(f'insmod {KO} {args} && '
-               f'for i in $(seq 50); do [ -e {TTY} ] && exit 0; '
-               f'usleep 100000; done; exit 1')
-    wait_link(marks)
+        load(vm, args)
+    link_up(t)
 
 
 def raw(vm, modem='clocal'):
@@ -118,8 +104,9 @@ def start_reader(vm, nbytes, secs=300, tag='rx'):
     vm.run(f'rm -f /tmp/{tag}.*; '
            f'(timeout {secs} head -c {nbytes} {TTY} >/tmp/{tag}.bin & '
            f'echo $! >/tmp/{tag}.pid; wait $!; echo $? >/tmp/{tag}.rc) '
-           f'>/dev/null 2>&1 & '
-           f'while [ ! -s /tmp/{tag}.pid ]; do usleep 10000; done')
+           f'>/dev/null 2>&1 &')
+    vm.wait_until(f'[ -s /tmp/{tag}.pid ]', 10, what=f'{tag} reader started',
+                  interval=0.01)
 
 
 def start_writer(vm, src, secs=300, tag='tx'):
@@ -137,9 +124,8 @@ def endless_stream(t):
             f'; exec cat >/dev/null" <{TTY}; echo $? >/tmp/rx.rc) '
             f'>/dev/null 2>&1 &')
     start_writer(t.a, '/dev/zero')
-    got = t.b.run('for i in $(seq 50); do [ "$(stat -c %s /tmp/rx.bin)" = '
-                  '65536 ] && break; usleep 100000; done; '
-                  'stat -c %s /tmp/rx.bin').strip()
+    t.b.wait_until('[ "$(stat -c %s /tmp/rx.bin)" = 65536 ]', 5, must=False)
+    got = t.b.run('stat -c %s /tmp/rx.bin').strip()
     h.expect(got == '65536', f'b got {got} bytes of 64 KiB in 5 s')
     for vm, tag in ((t.a, 'tx'), (t.b, 'rx')):
         rc = vm.run(f'cat /tmp/{tag}.rc 2>/dev/null; true').strip()
@@ -148,10 +134,8 @@ def endless_stream(t):
 
 def wait_file(vm, path, secs):
     """Wait in the guest until path exists; returns its content or None."""
-    tenths = int(secs * 10)
-    out = vm.run(f'i=0; while [ ! -e {path} ] && [ $i -lt {tenths} ]; do '
-                 f'usleep 100000; i=$((i+1)); done; cat {path} 2>/dev/null; '
-                 f'true', timeout=secs + 60)
+    vm.wait_until(f'[ -e {path} ]', secs, must=False)
+    out = vm.run(f'cat {path} 2>/dev/null; true')
     return out.strip() if out.strip() else None
 
 
@@ -297,8 +281,8 @@ def _(t):
         start_writer(src, '/tmp/tx.64')
         # Stop the reader once bytes flow (a slow guest may take a while
         # to start the writer), then give the ring time to fill.
-        dst.run('for i in $(seq 200); do [ -s /tmp/rx.bin ] && break; '
-                'usleep 50000; done; kill -STOP $(cat /tmp/rx.pid)')
+        dst.wait_until('[ -s /tmp/rx.bin ]', 10, must=False, interval=0.05)
+        dst.run('kill -STOP $(cat /tmp/rx.pid)')
         before = int(dst.run('sleep 1; wc -c </tmp/rx.bin'))
         time.sleep(3)
         after = int(dst.run('wc -c </tmp/rx.bin'))
@@ -326,10 +310,11 @@ def _(t):
                   f'echo $!').strip()
     # getty flushes the line when it opens it: type only once it has
     # exec'ed the shell (-n: no login prompt).
-    comm = t.b.run(f'for i in $(seq 100); do c=$(cat /proc/{pid}/comm); '
-                   f'[ "$c" = sh ] && break; usleep 100000; done; echo $c')
+    t.b.wait_until(f'[ "$(cat /proc/{pid}/comm)" = sh ]', 10, must=False)
+    comm = t.b.run(f'cat /proc/{pid}/comm; true')
     h.expect(comm.strip() == 'sh', f'getty did not start the shell: {comm}')
-    # HUPCL again for the final close.
+    # HUPCL again for the final close.  One command: fd 3 stays open
+    # across the wait (so a loop here, not vm.wait_until()).
     out = t.a.run(
         f'exec 3<>{TTY}; '
         'timeout 20 cat <&3 >/tmp/sess.out & c=$!; usleep 300000; '
@@ -339,9 +324,8 @@ def _(t):
         'cat /tmp/sess.out', timeout=60)
     h.expect('HOST=b TTY=/dev/ttyPCI0 SUM=42' in out,
              'the shell on b did not answer:\n' + out)
-    gone = t.b.run(f'for i in $(seq 50); do kill -0 {pid} 2>/dev/null || '
-                   '{ echo gone; exit 0; }; usleep 100000; done; echo alive')
-    h.expect(gone.strip() == 'gone', "b's shell survived a's hangup")
+    gone = t.b.wait_until(f'! kill -0 {pid}', 5, must=False)
+    h.expect(gone is not None, "b's shell survived a's hangup")
 
 
 @h.case('tty-carrier')
@@ -391,17 +375,16 @@ def _(t):
         rc, _ = vm.sh('rmmod pcinet')
         h.expect(rc != 0, f'{vm.name}: rmmod succeeded with the tty open')
     dev = t.b.run('ls /sys/bus/pci/drivers/pcinet/ | grep ^0000').strip()
-    marks = {vm: log_mark(vm) for vm in (t.a, t.b)}
     t.b.run(f'echo {dev} >/sys/bus/pci/drivers/pcinet/unbind; ! [ -e {TTY} ]')
     h.expect(wait_file(t.b, '/tmp/rx.rc', 5) is not None,
              "b's reader was not hung up by the unbind")
     rc = wait_file(t.a, '/tmp/tx.rc', 5)
     h.expect(rc not in (None, '0', TIMED_OUT),
              f"a's writer (-clocal) not hung up when b went: rc {rc}")
-    t.b.run(f'echo {dev} >/sys/bus/pci/drivers/pcinet/bind; '
-            f'for i in $(seq 50); do [ -e {TTY} ] && exit 0; usleep 100000; '
-            f'done; exit 1')
-    wait_link(marks)
+    t.b.run(f'echo {dev} >/sys/bus/pci/drivers/pcinet/bind')
+    t.b.wait_until(f'[ -e {TTY} ] && [ -e /sys/class/net/pcinet0 ]', 5,
+                   what='ttyPCI0 and pcinet0 after the bind')
+    link_up(t)
     line_works(t)
 
 
@@ -415,14 +398,13 @@ def _(t):
     t.a.run(f'rm -f /tmp/c.*; (timeout 60 cat {TTY} >/dev/null; '
             f'echo $? >/tmp/c.rc) >/dev/null 2>&1 & sleep 1')
     h.expect(reader_done(t.a, 'c') == '', 'reader ended before the freeze')
-    marks = {vm: log_mark(vm) for vm in (t.a, t.b)}
     t.b.kill(signal.SIGSTOP)
     try:
         rc = wait_file(t.a, '/tmp/c.rc', 5)
     finally:
         t.b.kill(signal.SIGCONT)
     h.expect(rc == '0', f'reader not hung up by the frozen peer: rc {rc}')
-    wait_link(marks)
+    link_up(t)
     line_works(t)
 
 
@@ -434,14 +416,13 @@ def _(t):
     raw(t.a, '-clocal')
     raw(t.b, 'clocal -hupcl')
     endless_stream(t)
-    mark = log_mark(t.a)
     t.b.kill(signal.SIGKILL)
     rc = wait_file(t.a, '/tmp/tx.rc', 5)
     h.expect(rc not in (None, '0', TIMED_OUT),
              f'writer not hung up when the peer died: rc {rc}')
     t.b.restart()
-    t.b.run(f'insmod {KO}')
-    wait_link({t.a: mark, t.b: 0})
+    load(t.b)
+    link_up(t)
     line_works(t)
 
 
@@ -449,6 +430,7 @@ def _(t):
 def _(t):
     """A peer scribbling over our inbox while the tty carries data both
     ways costs link resets at most; after it reloads, the line works."""
+    h.need_tool('pcinet-poke')
     fresh(t)
     for vm in (t.a, t.b):
         raw(vm)
@@ -464,12 +446,7 @@ def _(t):
     for vm in (t.a, t.b):
         release(vm)
     # pcinet0 up on both sides: its carrier says the link is up again
-    for vm in (t.a, t.b):
-        vm.run('ip link set pcinet0 up')
-    for vm in (t.a, t.b):
-        vm.run('for i in $(seq 100); do [ "$(cat '
-               '/sys/class/net/pcinet0/carrier)" = 1 ] && exit 0; '
-               'usleep 100000; done; exit 1', timeout=60)
+    link_up(t, 10)
     line_works(t)
     # and nothing the garbage did holds a reference to the module
     for vm in (t.a, t.b):
@@ -526,9 +503,9 @@ def _(t):
             timeout=120)
     rc = wait_file(t.a, '/tmp/tx.rc', 60)
     h.expect(rc == '0', f'cooked writer: status {rc} (None: still blocked)')
-    got = t.b.sh_bytes(f'n=0; while [ $(wc -c </tmp/rx.bin) -lt {len(want)} ] '
-                       f'&& [ $n -lt 100 ]; do usleep 100000; n=$((n+1)); '
-                       f'done; kill $(cat /tmp/rx.pid); cat /tmp/rx.bin',
+    t.b.wait_until(f'[ $(wc -c </tmp/rx.bin) -ge {len(want)} ]', 10,
+                   must=False)
+    got = t.b.sh_bytes('kill $(cat /tmp/rx.pid); cat /tmp/rx.bin',
                        timeout=120)[1]
     h.expect(got == want, 'cooked stream damaged: ' + first_diff(got, want))
 
@@ -549,9 +526,9 @@ def _(t):
     the peer's ttyPCI0, one "\\r\\n"-terminated line each."""
     fresh(t)
     unload(t.a)
-    marks = {vm: log_mark(vm) for vm in (t.a, t.b)}
-    t.a.run(f'insmod {KO} console=1')
-    wait_link(marks)
+    h.wait_carrier(t.b, 0, 5)	# b saw a go: the link b waits for is new
+    load(t.a, 'console=1')
+    link_up(t)
     cons = t.a.run('cat /proc/consoles')
     h.expect(re.search(r'^ttyPCI0 .*\(.*E.*\)', cons, re.M),
              'ttyPCI0 not an enabled console:\n' + cons)
@@ -575,10 +552,9 @@ def _(t):
     t.a.append = 'console=ttyPCI0'
     t.a.restart()
     unload(t.b)
-    marks = {vm: log_mark(vm) for vm in (t.a, t.b)}
     for vm in (t.a, t.b):
-        vm.run(f'insmod {KO}')
-    wait_link(marks)
+        load(vm)
+    link_up(t)
     cons = t.a.run('cat /proc/consoles')
     h.expect(re.search(r'^ttyPCI0 .*\(.*E.*\)', cons, re.M),
              'ttyPCI0 not an enabled console:\n' + cons)
@@ -626,6 +602,7 @@ def _(t):
     """tcdrain() waits until the peer took every byte, TIOCOUTQ counts
     them; TIOCMGET shows our DTR/RTS and the peer's as CD/DSR/CTS; with
     the peer's end closed nothing is pending and tcdrain() returns."""
+    h.need_tool('pcinet-ttyperf')
     fresh(t)
     for vm in (t.a, t.b):
         raw(vm)
@@ -650,14 +627,13 @@ def _(t):
            f'tcdrain returned after {secs:.2f} s')
     h.expect(before > 0 and after == 0 and secs >= 1.0,
              f'tcdrain did not wait for the reader: {out}')
-    got = t.b.run(f'for i in $(seq 100); do [ "$(wc -c </tmp/dr.bin)" '
-                  f'-ge {wrote} ] && break; usleep 100000; done; '
-                  f'wc -c </tmp/dr.bin')
+    t.b.wait_until(f'[ "$(wc -c </tmp/dr.bin)" -ge {wrote} ]', 10,
+                   must=False)
+    got = t.b.run('wc -c </tmp/dr.bin')
     h.expect(int(got) == wrote, f'b read {got} of {wrote} bytes')
     t.b.run('killall cat >/dev/null 2>&1; true')
-    out = t.a.run(f'for i in $(seq 50); do {perf} modem {TTY} | '
-                  f'grep -q "cd=0" && break; usleep 100000; done; '
-                  f'{perf} modem {TTY}')
+    t.a.wait_until(f'{perf} modem {TTY} | grep -q "cd=0"', 5, must=False)
+    out = t.a.run(f'{perf} modem {TTY}')
     h.expect('dtr=1 rts=1 cd=0 dsr=0 cts=0' in out,
              f'a, b closed again: modem lines {out}')
     out = t.a.run(f'{perf} drain {TTY} 1000', timeout=30)
@@ -675,13 +651,11 @@ def tty_rtt(vm, n):
 
 def iperf_mbps(vm, path):
     """Receiver-side Mbit/s from an iperf3 -J log in the guest."""
-    import json
-    out = vm.run(f'cat {path}')
+    res = h.iperf3_parse(vm.run(f'cat {path}'), vm.name)
     try:
-        res = json.loads(out[out.index('{'):])
-        return res['end']['sum_received']['bits_per_second'] / 1e6
-    except (ValueError, KeyError) as e:
-        raise h.CaseFailure(f'{vm.name}: iperf3 failed ({e}):\n{out[-1500:]}')
+        return h.iperf3_mbps(res)
+    except KeyError as e:
+        raise h.CaseFailure(f'{vm.name}: iperf3 result without {e}')
 
 
 @h.case('tty-under-iperf3')
@@ -690,14 +664,14 @@ def _(t):
     comes back within 2 s (p50/p99/max reported), and iperf3 completes
     with data moved while the tty echoes.  Speeds (iperf3 alone against
     shared) are printed, not asserted: they belong in make bench."""
+    h.need_tool('pcinet-ttyperf')
     fresh(t)
     ips = {'a': '10.78.0.1', 'b': '10.78.0.2'}
     for vm in (t.a, t.b):
         vm.run(f'ip addr flush dev pcinet0 && ip addr add {ips[vm.name]}/24 '
                f'dev pcinet0 && ip link set pcinet0 up')
         raw(vm)
-    t.a.run(f'for i in $(seq 50); do ping -c 1 -W 1 {ips["b"]} >/dev/null '
-            f'&& exit 0; done; exit 1', timeout=120)
+    t.a.wait_until(f'ping -c 1 -W 1 {ips["b"]}', 60, what='a ping of b')
     secs = 6
     t.b.run('iperf3 -s -D >/dev/null 2>&1; usleep 300000; '
             f'(pcinet-ttyperf echo {TTY} 120 >/dev/null 2>&1 &)')
@@ -709,9 +683,9 @@ def _(t):
         t.a.run(f'(iperf3 -J -c {ips["b"]} -t {secs} >/tmp/{tag}.json 2>&1 &)'
                 '; sleep 1')
         res = during()
-        t.a.run(f'for i in $(seq {secs * 10 + 100}); do grep -q "}}$" '
-                f'/tmp/{tag}.json 2>/dev/null && ! pidof iperf3 >/dev/null && '
-                'exit 0; usleep 100000; done; exit 1', timeout=secs + 60)
+        t.a.wait_until(f'grep -q "}}$" /tmp/{tag}.json && ! pidof iperf3',
+                       secs + 10, what='iperf3 finishing',
+                       show=f'tail -c 500 /tmp/{tag}.json')
         return iperf_mbps(t.a, f'/tmp/{tag}.json'), res
 
     alone, _ = iperf_run('ip0', lambda: t.a.run('sleep 2'))

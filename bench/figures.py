@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""The figures of make bench: one definition of each key, its unit and its
+label, used by bench.py (which measures and writes results/latest.json)
+and report.py (which reads that file and writes latest.md and latest.png).
+
+A figure's key is "<link>.<name>", e.g. "pcinet.tcp.mtu1500.tx_p4_mbps";
+link is one of LINKS or a variant of one (VARIANTS).  A few keys are not
+per link (WINDOW, TTY).  In latest.json each key holds {median, min, max,
+n, unit, reps} (or "n/a").
+"""
+
+MTUS = (1500, 9000, 65535)
+HOST_MTU = 65535		# virtio-net-pci host_mtu: a uint16 in QEMU 7.2
+PING_COUNT = 1000
+
+LINKS = {
+    # name: (guest interface, address of a, address of b)
+    'pcinet': ('pcinet0', '10.77.0.1', '10.77.0.2'),
+    'virtio_stream': ('eth0', '10.88.0.1', '10.88.0.2'),
+}
+# pcinet measured again with a setting changed: same figure names
+VARIANTS = ('pcinet_threaded', 'pcinet_nocrc')
+LABEL = {'pcinet': 'pcinet', 'virtio_stream': 'virtio-net/stream',
+         'pcinet_threaded': 'pcinet, threaded', 'pcinet_nocrc': 'pcinet, no CRC'}
+
+# iperf3 streams: the tag in a TCP figure's name
+STREAMS = {1: '', 4: 'p4_'}
+DIRS = ('tx', 'rx')		# tx = a->b, rx = b->a (iperf3 -R)
+
+
+def key(link, name):
+    """The key of figure name on link."""
+    return f'{link}.{name}'
+
+
+def tcp(mtu, direction, tag='', what='mbps'):
+    """TCP figure name: what is mbps, cpu_sender_s_per_gb,
+    cpu_receiver_s_per_gb or window_fraction; tag one of STREAMS."""
+    return f'tcp.mtu{mtu}.{direction}_{tag}{what}'
+
+
+def tcp_best(direction, tag=''):
+    """virtio's best MTU for a TCP figure (the entry has 'mtu')."""
+    return f'tcp.best.{direction}_{tag}mbps'
+
+
+def tcp_vs_best(direction, tag=''):
+    """Ratio name: pcinet at MTU 65535 / virtio at its best MTU."""
+    return f'tcp.mtu65535_vs_virtio_best.{direction}_{tag}mbps'
+
+
+def bulk(side, what, mtu=None):
+    """Doorbells/interrupts over the bulk TCP runs: side a or b, what one
+    of BULK; per MTU when mtu is given."""
+    return 'bulk.' + (f'mtu{mtu}.' if mtu else '') + f'{side}.{what}'
+
+
+def bulk_both(what):
+    """pcinet's doorbells or interrupts per packet, both sides together."""
+    return f'bulk.{what}_per_packet'
+
+
+BULK = {
+    'doorbells_per_packet': 'doorbells/pkt',
+    'interrupts_per_packet': 'interrupts/pkt',
+    'events_per_packet': '(doorbells+interrupts)/pkt',
+    'proc_interrupts_per_packet': '/proc/interrupts per pkt',
+    'events_per_frame_equiv': '(d+i) per MTU frame',
+}
+
+# (name, label, unit), per link
+UDP = (
+    ('udp64.rx_pps', 'received, packets/s', 'packets/s'),
+    ('udp64.tx_pps', 'sent, packets/s', 'packets/s'),
+    ('udp64.loss_pct', 'loss, % (iperf3)', '%'),
+    ('udp64.reached_receiver_pct', 'reached b\'s interface, % of sent', '% of sent'),
+    ('udp64.receiver_rcvbuf_drop_pct', 'dropped at b\'s socket buffer, % of sent', '% of sent'),
+    ('udp64.receiver_if_drop_pct', 'dropped by b\'s driver, % of sent', '% of sent'),
+    ('udp64.sender_qdisc_drop_pct', 'dropped by a\'s qdisc, % of sent', '% of sent'),
+    ('udp64.sender_if_drop_pct', 'dropped by a\'s driver, % of sent', '% of sent'),
+)
+LATENCY = (
+    ('ping.p50_us', 'ping p50', 'us'),
+    ('ping.p99_us', 'ping p99', 'us'),
+    ('ping.avg_us', 'ping mean', 'us'),
+    ('udp_rr.p50_us', 'sockperf p50', 'us'),
+    ('udp_rr.p99_us', 'sockperf p99', 'us'),
+    ('udp_rr.avg_us', 'sockperf mean', 'us'),
+)
+PING_REPLIES = 'ping.replies'
+
+# The window copy bandwidth (pcinet-memcpy): its op -> (key prefix, label)
+WINDOW = {
+    'write_kernel': ('window.memcpy', 'RAM → window, kernel memcpy loop'),
+    'read_kernel': ('window.read', 'window → RAM, kernel memcpy loop'),
+    'write_movsb': ('window.movsb', 'RAM → window, rep movsb'),
+    'write_glibc': ('window.glibc', 'RAM → window, glibc memcpy'),
+    'ram_kernel': ('ram.memcpy', 'RAM → RAM, kernel memcpy loop'),
+}
+WINDOW_CHUNKS = {1500: '1500', 65536: '64k'}	# bytes -> name
+WINDOW_UNIT = 'MB/s'
+
+
+def window(prefix, chunk):
+    """Window figure key: prefix from WINDOW, chunk in bytes."""
+    return f'{prefix}_{WINDOW_CHUNKS[chunk]}_mbps'
+
+
+WINDOW_REF = window('window.memcpy', 65536)	# what goodput is compared to
+
+# ttyPCI (full keys, pcinet only)
+TTY = (
+    ('pcinet.tty.throughput_kBps', 'a→b throughput, kB/s', 'kB/s'),
+    ('pcinet.tty.echo_rtt_p50_us', 'echo round trip p50, µs (1 byte)', 'us'),
+    ('pcinet.tty.echo_rtt_p99_us', 'echo round trip p99, µs (1 byte)', 'us'),
+)
+
+# kprobes of the copy/checksum trace: event -> (function, length argument)
+PROBES = {
+    'skb_copy_bits': ('skb_copy_bits', '$arg4:s32'),
+    'skb_store_bits': ('skb_store_bits', '$arg4:s32'),
+    '__pskb_pull_tail': ('__pskb_pull_tail', '$arg2:s32'),
+    'pskb_expand_head': ('pskb_expand_head', None),
+    'skb_segment': ('skb_segment', None),
+    'skb_copy_and_csum_bits': ('skb_copy_and_csum_bits', '$arg4:s32'),
+    'csum_partial': ('csum_partial', '$arg2:s32'),
+    '__skb_checksum': ('__skb_checksum', '$arg3:s32'),
+    'skb_checksum_help': ('skb_checksum_help', None),
+    '__skb_checksum_complete': ('__skb_checksum_complete', None),
+}
+
+
+def trace(name):
+    """A copy/checksum trace summary figure name (see bench.trace_run)."""
+    return f'trace.{name}'
+
+
+UNITS = {name: unit for name, _, unit in UDP + LATENCY}
+UNITS.update({k: unit for k, _, unit in TTY})
+
+
+def unit(name):
+    """The unit of a figure name (or full key) from the tables above."""
+    return UNITS.get(name) or UNITS.get(name.split('.', 1)[-1])

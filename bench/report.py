@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""make bench, the reporting half: results/latest.json (written by
+bench.py, which measures) -> latest.md and latest.png (gnuplot).  The
+figures' keys and labels are bench/figures.py's, shared with bench.py.
+
+    python3 bench/report.py [RESULTS.json] [--out DIR]
+
+Without arguments it reads bench/results/latest.json and writes next to
+it; bench.py calls it at the end of every run.  Nothing here boots a
+machine: a report can be written again from saved results.
+"""
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import figures as F  # noqa: E402
+from figures import HOST_MTU, LABEL, LINKS, MTUS, PING_COUNT  # noqa: E402
+
+T0 = time.monotonic()
+
+
+def progress(msg):
+    t = int(time.monotonic() - T0)
+    print(f'[{t // 60:2d}:{t % 60:02d}] {msg}', flush=True)
+
+
+def fmt(v, unit=None):
+    if v is None:
+        return 'n/a'
+    if isinstance(v, str):
+        return v
+    a = abs(v)
+    if a >= 1000:
+        s = f'{v:,.0f}'
+    elif a >= 100:
+        s = f'{v:.0f}'
+    elif a >= 10:
+        s = f'{v:.1f}'
+    elif a >= 0.01 or a == 0:
+        s = f'{v:.3f}' if a < 1 else f'{v:.2f}'
+    else:
+        s = f'{v:.2g}'
+    return s
+
+
+def cell(R, k):
+    f = R.get(k)
+    if f is None:
+        return 'n/a'
+    if isinstance(f, str):
+        return f
+    if f['n'] == 1:
+        return fmt(f['median'])
+    return f"{fmt(f['median'])} ({fmt(f['min'])}–{fmt(f['max'])})"
+
+
+def ratio_cell(ratios, k):
+    v = ratios.get(k)
+    return f'{v:.2f}×' if v is not None else 'n/a'
+
+
+def write_md(path, R):
+    """latest.md from the results document R (latest.json)."""
+    meta = R['meta']
+    ratios = R['ratios']
+    runs, trace = R.get('runs', []), R.get('trace', {})
+    errors, notes = R.get('errors', []), R.get('notes', {})
+    L = []
+    w = L.append
+    w('# pcinet benchmark: pcinet against virtio-net over `-netdev stream`\n')
+    hi, gi, git = meta['host'], meta['guest'], meta['git']
+    w(f"- date: {meta['date']}; total run time {meta['run_time_min']:.1f} min")
+    w(f"- commit: `{git['describe']}` ({git['subject']})"
+      + (f"; uncommitted changes in: {', '.join(git['modified'])}" if git['modified'] else ''))
+    w(f"- machine: {hi['cpu']}, {hi['cores']} cores, {hi.get('mem_gib', '?')} GiB, {hi['os']}, "
+      f"kernel {hi['kernel']}")
+    w(f"- QEMU: {hi['qemu']}, TCG, `-cpu max`; both guests: {gi.get('vcpus')} vCPU, "
+      f"{gi.get('mem_kib', 0) // 1024} MiB, kernel {gi.get('kernel')}")
+    w(f"- links in the same pair of guests: pcinet (ivshmem-doorbell + pcinet-fabric, 16 MiB window; "
+      f"{gi.get('pcinet_napi', '')}) and virtio-net-pci over `-netdev stream` (unix socket, "
+      f"host_mtu={HOST_MTU}, guest {gi.get('virtio_maxmtu', '')})")
+    w(f"- offloads: pcinet0 `{gi.get('pcinet_features', '')}`; virtio eth0 "
+      f"`{gi.get('virtio_features', '')}`")
+    w(f"- tools: {gi.get('iperf3', '')}; {gi.get('sockperf', '')}")
+    w(f"- plan: {meta['plan']}. Figures: median (min–max) of {meta['reps']} repetitions.")
+    w(f"- noise: host load average {meta['load_start']} at start, {meta['load_end']} at end; "
+      f"{meta['other_qemus']} other QEMU processes were running when the bench started "
+      '(the machine is shared; TCG guests compete for its cores).')
+    w('')
+    w('## Targets\n')
+    w('| target | measured | want | met |')
+    w('|---|---|---|---|')
+    for t in R['targets']:
+        met = {True: 'yes', False: '**no**', None: 'n/a'}[t['met']]
+        d = f" ({t['detail']})" if t['detail'] else ''
+        w(f"| {t['target']} | {fmt(t['value'])}{d} | {t['want']} | {met} |")
+    w('')
+    w('## TCP throughput (iperf3, Mbit/s)\n')
+    w('tx = a→b, rx = b→a (iperf3 -R); 1 stream and 4 parallel streams (4×). '
+      'CPU: guest busy seconds per GB sent on the link (sender / receiver), '
+      'from /proc/stat (user+nice+system+irq+softirq+steal).\n')
+    w('| MTU | dir | pcinet | virtio-net/stream | ratio | pcinet CPU s/GB snd / rcv | '
+      'virtio CPU s/GB snd / rcv |')
+    w('|---|---|---|---|---|---|---|')
+    for m in MTUS:
+        for tag, sl in (('', '1×'), ('p4_', '4×')):
+            for d in ('tx', 'rx'):
+                k = F.tcp(m, d, tag)
+                cp = [cell(R, F.key(l, F.tcp(m, d, tag, f'cpu_{r}_s_per_gb')))
+                      for l in LINKS for r in ('sender', 'receiver')]
+                w(f'| {m} | {d} {sl} | {cell(R, "pcinet." + k)} | {cell(R, "virtio_stream." + k)} | '
+                  f'{ratio_cell(ratios, k)} | {cp[0]} / {cp[1]} | {cp[2]} / {cp[3]} |')
+    best = [R.get(F.key('virtio_stream', F.tcp_best(d))) for d in F.DIRS]
+    if all(best):
+        w(f"\nvirtio-net/stream's best MTU: tx {best[0]['mtu']}, rx {best[1]['mtu']}. "
+          f"pcinet MTU 65535 ÷ virtio best: tx {ratio_cell(ratios, F.tcp_vs_best('tx'))}, "
+          f"rx {ratio_cell(ratios, F.tcp_vs_best('rx'))} (4 streams: "
+          f"{ratio_cell(ratios, F.tcp_vs_best('tx', 'p4_'))}, "
+          f"{ratio_cell(ratios, F.tcp_vs_best('rx', 'p4_'))}).")
+    w('\n![throughput against MTU](latest.png)\n')
+    def thr(k):
+        # pcinet with threaded NAPI: its cell and its ratio to virtio
+        t, v = R.get('pcinet_threaded.' + k), R.get('virtio_stream.' + k)
+        r = (f"{t['median'] / v['median']:.2f}×" if t and v and v['median'] else 'n/a')
+        return f"{cell(R, 'pcinet_threaded.' + k)} | {r}"
+
+    w('## The cost of the per-record CRC (TCP a→b, 1 stream)\n')
+    w('pcinet with its default CRC-32C per record (ethtool private flag `integrity` on) and '
+      'with it off on both guests, measured in the same repetitions. The "pcinet" column here '
+      'adds these runs to the main table\'s a→b runs at the same MTU.\n')
+    w('| MTU | pcinet, CRC on | pcinet, CRC off | on/off | sender CPU s/GB on | off |')
+    w('|---|---|---|---|---|---|')
+    for mtu in (1500, 65535):
+        k = F.tcp(mtu, 'tx')
+        on, off = R.get('pcinet.' + k), R.get('pcinet_nocrc.' + k)
+        r = f"{on['median'] / off['median']:.2f}×" if on and off and off['median'] else 'n/a'
+        c = F.tcp(mtu, 'tx', '', 'cpu_sender_s_per_gb')
+        w(f"| {mtu} | {cell(R, 'pcinet.' + k)} | {cell(R, 'pcinet_nocrc.' + k)} | {r} | "
+          f"{cell(R, 'pcinet.' + c)} | {cell(R, 'pcinet_nocrc.' + c)} |")
+    w('')
+    w('## UDP, 64-byte payloads, unlimited rate (iperf3 -u -l 64 -b 0, a→b, MTU 1500)\n')
+    w('pcinet runs with its default softirq NAPI, and again with threaded NAPI '
+      '(`echo 1 >/sys/class/net/pcinet0/threaded` on both guests), the choice for a small '
+      'receiver flooded by a faster peer.\n')
+    w('| figure | pcinet | virtio-net/stream | ratio | pcinet, threaded NAPI | ratio |')
+    w('|---|---|---|---|---|---|')
+    for k, lab, _ in F.UDP:
+        w(f'| {lab} | {cell(R, "pcinet." + k)} | {cell(R, "virtio_stream." + k)} | '
+          f'{ratio_cell(ratios, k)} | {thr(k)} |')
+    w('')
+    w('## Latency (MTU 1500, µs)\n')
+    w(f'ping: busybox `ping -A` (next request when the reply arrives), {PING_COUNT} requests per '
+      'repetition, ICMP answered by the peer kernel. sockperf: `sockperf ping-pong -m 64 '
+      '--full-rtt`, UDP, user space to user space, 3 s per repetition.\n')
+    w('| figure | pcinet | virtio-net/stream | ratio | pcinet, threaded NAPI | ratio |')
+    w('|---|---|---|---|---|---|')
+    for k, lab, _ in F.LATENCY:
+        w(f'| {lab} | {cell(R, "pcinet." + k)} | {cell(R, "virtio_stream." + k)} | '
+          f'{ratio_cell(ratios, k)} | {thr(k)} |')
+    w('')
+    w('## Doorbells and interrupts per packet under bulk TCP\n')
+    w('From `ethtool -S pcinet0` deltas on each side over each TCP run: doorbells = '
+      'tx_doorbells + rx_space_doorbells (rung by that side), interrupts = interrupts '
+      '(taken by it), packets = tx_packets + rx_packets (ring records: a TSO/GSO record '
+      'carries up to 64 KiB, at every MTU). /proc/interrupts of the pcinet vectors is the '
+      'cross-check. virtio: interrupts of virtio0 per frame (frames are MTU-sized: the stream '
+      'backend has no offloads), for scale only.\n')
+    w('The last column but one divides the same events by the number of MTU-sized frames the '
+      'bytes would have taken on a wire ((tx_bytes + rx_bytes) / MTU): a looser reading of '
+      '"per packet", for comparison only; the target is judged per ring record.\n')
+    w('| scope | side | doorbells/pkt | interrupts/pkt | (doorbells+interrupts)/pkt | '
+      '/proc/interrupts per pkt | (d+i) per MTU frame | virtio irqs/pkt |')
+    w('|---|---|---|---|---|---|---|---|')
+    def bulk(link, n, what, mtu=None):
+        return cell(R, F.key(link, F.bulk(n, what, mtu)))
+    for n in ('a', 'b'):
+        w(f'| all bulk runs | {n} | {bulk("pcinet", n, "doorbells_per_packet")} | '
+          f'{bulk("pcinet", n, "interrupts_per_packet")} | '
+          f'{bulk("pcinet", n, "events_per_packet")} | '
+          f'{bulk("pcinet", n, "proc_interrupts_per_packet")} | | '
+          f'{bulk("virtio_stream", n, "interrupts_per_packet")} |')
+    for m in MTUS:
+        for n in ('a', 'b'):
+            w(f'| MTU {m} | {n} | | | {bulk("pcinet", n, "events_per_packet", m)} | | '
+              f'{bulk("pcinet", n, "events_per_frame_equiv", m)} | '
+              f'{bulk("virtio_stream", n, "interrupts_per_packet", m)} |')
+    pr = [r for r in runs if r['link'] == 'pcinet' and r['side']['a']['packets']]
+    if pr:
+        w('\nPer run (last repetition):\n')
+        w('| MTU | dir | streams | Mbit/s | a: pkts, doorbells, irqs | b: pkts, doorbells, irqs |')
+        w('|---|---|---|---|---|---|')
+        last = max(r['rep'] for r in pr)
+        for r in pr:
+            if r['rep'] != last:
+                continue
+            sa, sb = r['side']['a'], r['side']['b']
+            w(f"| {r['mtu']} | {r['dir']} | {r['streams']} | {r['mbps']:.0f} | "
+              f"{sa['packets']}, {sa['doorbells']}, {sa['interrupts']} | "
+              f"{sb['packets']}, {sb['doorbells']}, {sb['interrupts']} |")
+    w('')
+    w('## The raw limit: copying into the shared window (MB/s)\n')
+    w('`pcinet-memcpy` in guest a, through BAR2 mapped from sysfs, into the unused tail of '
+      f"the peer's data inbox ({meta.get('memcpy_area', '?')}), records laid out like "
+      'the ring (16-byte header, payload, 64-byte alignment), while the link is up but idle. '
+      'The kernel loop is the one the guest kernel\'s memcpy() runs (memcpy_orig: this TCG '
+      'CPU has ERMS but not FSRM) — what skb_copy_bits()/skb_store_bits() do to and from the '
+      'ring. `rep movsb` is what copy_{from,to}_user() use on it (ERMS).\n')
+    w('| copy | 1500 B | 64 KiB |')
+    w('|---|---|---|')
+    for k, lab in F.WINDOW.values():
+        w(f'| {lab} | ' + ' | '.join(cell(R, F.window(k, c)) for c in F.WINDOW_CHUNKS) + ' |')
+    wm = R.get(F.WINDOW_REF)
+    if wm:
+        w(f"\npcinet goodput as a fraction of the window copy bandwidth "
+          f"({fmt(wm['median'])} MB/s = {fmt(wm['median'] * 8)} Mbit/s; pcinet copies records "
+          'of up to 64 KiB at every MTU):\n')
+        w('| MTU | tx 1× | rx 1× | tx 4× | rx 4× |')
+        w('|---|---|---|---|---|')
+        for m in MTUS:
+            w(f'| {m} | ' + ' | '.join(cell(R, F.key('pcinet', F.tcp(m, d, t, 'window_fraction')))
+                                       for t in F.STREAMS.values() for d in F.DIRS) + ' |')
+    w('')
+    w('## ttyPCI\n')
+    if meta.get('guest', {}).get('tty'):
+        w('| figure | value |')
+        w('|---|---|')
+        for k, lab, _ in F.TTY:
+            w(f'| {lab} | {cell(R, k)} |')
+    else:
+        w('n/a: /dev/ttyPCI0 does not exist in the guests after `insmod pcinet.ko` '
+          '(the tty front-end is not in this tree yet).')
+    w('')
+    w('## Copies and checksums: kprobe counts during one bulk run\n')
+    w('kprobes on every skb copy and software-checksum function, with a hist trigger keyed '
+      'on the caller (`caller=+0($stack)`, summing the length argument), armed on both guests '
+      'during one 3 s iperf3 run a→b at MTU 1500 per link (probes slow the guests; these runs '
+      'are not throughput figures). The kernel\'s memcpy itself cannot be probed (it is on '
+      'the kprobe blacklist; registering a probe on csum_partial_copy_generic fails too), so '
+      'copies are counted at the skb functions that call memcpy, and copy-with-checksum at '
+      'skb_copy_and_csum_bits. "link bytes": the interface\'s tx_bytes on a, rx_bytes on b.\n')
+    for link in LINKS:
+        t = trace.get(link)
+        if not t:
+            w(f'{LABEL[link]}: not measured.\n')
+            continue
+        w(f"**{LABEL[link]}** ({t['mbps_with_probes']:.0f} Mbit/s with the probes armed; "
+          f"a sent {t['net']['a']['tx_packets']} packets / {t['net']['a']['tx_bytes']:,} bytes, "
+          f"b received {t['net']['b']['rx_packets']} / {t['net']['b']['rx_bytes']:,}):\n")
+        w('| side | function | caller | calls | bytes | calls/pkt | bytes/link byte |')
+        w('|---|---|---|---|---|---|---|')
+        for side, fb, fp in (('a', 'tx_bytes', 'tx_packets'), ('b', 'rx_bytes', 'rx_packets')):
+            nb, npk = t['net'][side][fb], t['net'][side][fp]
+            any_row = False
+            for ev in F.PROBES:
+                for row in t['hist'].get(side, {}).get(ev, []):
+                    any_row = True
+                    by = row['bytes']
+                    w(f"| {side} | {ev} | {row['caller']} | {row['calls']} | "
+                      f"{'' if by is None else f'{by:,}'} | "
+                      f"{row['calls'] / npk if npk else 0:.3f} | "
+                      f"{'' if by is None or not nb else f'{by / nb:.3f}'} |")
+            if not any_row:
+                w(f'| {side} | (none) | | 0 | 0 | 0 | 0 |')
+        s = t['summary']
+        w('')
+        w('Summary: ' + '; '.join(
+            f'{k} {fmt(v) if isinstance(v, float) else v}' for k, v in s.items() if v is not None) + '.\n')
+    if notes.get('trace'):
+        w('Probes that could not be set: ' + '; '.join(notes['trace']).replace('\n', ' ') + '\n')
+    w('## Notes\n')
+    w('- Cut to fit 20 minutes on 2 cores: UDP and latency are measured at MTU 1500 only '
+      '(64-byte payloads and pings do not depend on the MTU); UDP one direction (a→b); the '
+      'copy/checksum trace is one run per link at MTU 1500; memcpy in one guest (both are '
+      f'the same machine model). TCP runs are {meta["secs"]} s without an omitted warm-up '
+      'second.')
+    w('- Both guests run under TCG: every number is the emulator\'s speed on this host, not '
+      'hardware\'s. Copies with `rep movsb` (all user copies, ERMS) are ~10× slower than the '
+      'kernel\'s memcpy loop under TCG (see the window table), which bounds both links alike.')
+    w('- virtio-net over `-netdev stream` has no vnet header: the device offers neither '
+      'checksum offload nor TSO, so the guest segments and checksums in software (see '
+      'the trace: on the sender skb_segment copies every segment with '
+      'skb_copy_and_csum_bits, on the receiver csum_partial checks every frame).')
+    if errors:
+        w('- Errors during the run:')
+        for e in errors:
+            w('    - ' + e.replace('\n', ' ')[:400])
+    if meta.get('splats'):
+        w('- Kernel splats on the guest consoles: ' + '; '.join(meta['splats'][:5]))
+    w('')
+    w('Raw data: latest.json (each figure: median, min, max, n, unit, reps; `ratios`: '
+      'pcinet ÷ virtio for every matching figure; `targets`).')
+    tmp = path.with_name(path.name + '.tmp')
+    tmp.write_text('\n'.join(L) + '\n')
+    tmp.replace(path)
+
+
+def write_png(path, R):
+    """latest.png (gnuplot) from the results document R."""
+    if not shutil.which('gnuplot'):
+        progress('gnuplot missing: no chart')
+        return False
+    workdir = tempfile.mkdtemp(prefix='pcinet-report.')
+    try:
+        return _write_png(Path(path), R, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _write_png(path, R, workdir):
+    dat = Path(workdir) / 'mtu.dat'
+    rows = []
+    top = 0
+    for m in MTUS:
+        row = [str(m)]
+        for tag in F.STREAMS.values():
+            for link in LINKS:
+                for d in F.DIRS:
+                    f = R.get(F.key(link, F.tcp(m, d, tag)))
+                    row += [str(f['median']), str(f['min']), str(f['max'])] if f else ['NaN'] * 3
+                    top = max(top, f['max'] if f else 0)
+        rows.append(' '.join(row))
+    dat.write_text('# mtu, then median min max of: 1 stream pcinet tx, rx, virtio tx, rx; '
+                   '4 streams the same\n' + '\n'.join(rows) + '\n')
+    tmp = path.with_name(path.name + '.tmp')
+
+    def panel(title, col):
+        c = col
+        return f'''
+set title "{title}"
+plot "{dat}" using 1:{c}:{c + 1}:{c + 2} with yerrorlines lw 2 pt 7 lc rgb "#1f77b4" title "pcinet a->b", \\
+     "{dat}" using 1:{c + 3}:{c + 4}:{c + 5} with yerrorlines lw 2 pt 5 dt 2 lc rgb "#1f77b4" title "pcinet b->a", \\
+     "{dat}" using 1:{c + 6}:{c + 7}:{c + 8} with yerrorlines lw 2 pt 7 lc rgb "#d62728" title "virtio-net/stream a->b", \\
+     "{dat}" using 1:{c + 9}:{c + 10}:{c + 11} with yerrorlines lw 2 pt 5 dt 2 lc rgb "#d62728" title "virtio-net/stream b->a"
+'''
+    script = f'''
+set terminal pngcairo size 1280,560 font "sans,10"
+set output "{tmp}"
+set multiplot layout 1,2 title "TCP throughput against MTU (iperf3; median of the repetitions, bars: min-max)"
+set xlabel "MTU (bytes)"
+set ylabel "Mbit/s"
+set logscale x 2
+set xrange [1100:90000]
+set xtics ("1500" 1500, "9000" 9000, "65535" 65535)
+set yrange [0:{max(100, top * 1.35):.0f}]
+set key top left
+set grid ytics
+''' + panel('1 stream', 2) + panel('4 parallel streams', 14) + 'unset multiplot\n'
+    r = subprocess.run(['gnuplot'], input=script, text=True, capture_output=True)
+    if r.returncode != 0 or not tmp.exists():
+        progress('gnuplot failed: ' + r.stderr.strip()[:300])
+        return False
+    tmp.replace(path)
+    return True
+
+
+def write(doc, out):
+    """latest.md and latest.png in out from the results document doc;
+    returns the path of the markdown."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_png(out / 'latest.png', doc)
+    write_md(out / 'latest.md', doc)
+    return out / 'latest.md'
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description='pcinet bench report from saved results')
+    ap.add_argument('results', nargs='?', default=str(HERE / 'results/latest.json'))
+    ap.add_argument('--out', help='directory for latest.md and latest.png '
+                    '(default: the results file\'s)')
+    args = ap.parse_args(argv)
+    src = Path(args.results)
+    try:
+        doc = json.loads(src.read_text())
+    except (OSError, ValueError) as e:
+        print(f'report: {src}: {e}', file=sys.stderr)
+        return 1
+    md = write(doc, args.out or src.parent)
+    progress(f'wrote {md}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
