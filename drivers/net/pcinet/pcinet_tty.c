@@ -65,7 +65,12 @@
 #include "pcinet_compat.h"
 
 #define PCINET_TTY_NAME		"ttyPCI"
-#define PCINET_TTY_MINORS	16
+/*
+ * One minor per link, the link's index: the only module-wide bound on the
+ * number of links that have a tty (net devices have none).  A crate holds
+ * at most a few dozen boards; 256 pointers cost 2 KiB.
+ */
+#define PCINET_TTY_MINORS	256
 /*
  * write_room() promises at most this many bytes.  A record of n >= 1 bytes
  * takes at most n ring slots of PCINET_REC_ALIGN bytes, so the promise is
