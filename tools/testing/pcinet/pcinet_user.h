@@ -52,6 +52,8 @@ __attribute__((weak)) unsigned long pcinet_user_mb_count;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);			\
 } while (0)
 
+#define virt_rmb()	__atomic_thread_fence(__ATOMIC_ACQUIRE)
+
 #define min(a, b)	((a) < (b) ? (a) : (b))
 
 #endif /* _PCINET_USER_H */
