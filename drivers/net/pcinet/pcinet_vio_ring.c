@@ -483,7 +483,9 @@ static int pcinet_vio_chain(struct pcinet_vio_vq *vq, u16 head,
 	pd = vq->pdesc[head];
 	flags = le16_to_cpu(pd.flags);
 	if (flags & PCINET_VRING_F_INDIRECT) {
-		if (flags & PCINET_VRING_F_NEXT || !rl->indirect)
+		/* (an abort may poison an indirect chain the device cannot take) */
+		if (flags & PCINET_VRING_F_NEXT ||
+		    (!rl->indirect && pass != PCINET_VIO_POISON))
 			return -1;
 		tlen = le32_to_cpu(pd.len);
 		n = tlen / sizeof(pd);
