@@ -586,6 +586,13 @@ void pcinet_vio_vq_init(struct pcinet_vio_vq *vq,
 	memset(davail, 0, PCINET_VRING_AVAIL_BYTES(num));
 }
 
+/* avail_event: the word after the device used ring's entries (local). */
+static const __le16 *pcinet_vio_avail_event(const struct pcinet_vio_vq *vq)
+{
+	return (const __le16 *)((const u8 *)vq->dused +
+				PCINET_VRING_USED_BYTES(vq->num) - 2);
+}
+
 /* Post @len for @head on the private used ring (published by R6 later). */
 static void pcinet_vio_post(struct pcinet_vio_vq *vq, u16 head, u32 len)
 {
@@ -737,8 +744,7 @@ int pcinet_vio_submit(struct pcinet_vio_vq *vq)
 	old = vq->kick_base;
 	vq->kick_base = vq->davail_idx;
 	if (rl->event_idx) {
-		event = le16_to_cpu(READ_ONCE(*(const __le16 *)
-					      &vq->dused->ring[vq->num]));
+		event = le16_to_cpu(READ_ONCE(*pcinet_vio_avail_event(vq)));
 		kick = (u16)(vq->davail_idx - event - 1) <
 		       (u16)(vq->davail_idx - old);
 	} else {
@@ -827,7 +833,7 @@ int pcinet_vio_complete(struct pcinet_vio_vq *vq)
 		if (idx == vq->last_used) {
 			if (!rl->event_idx)
 				break;
-			WRITE_ONCE(*(__le16 *)&vq->davail->ring[vq->num],
+			WRITE_ONCE(vq->davail->ring[vq->num],
 				   cpu_to_le16(vq->last_used));
 			/* R4: pairs with the back end's barrier after used->idx */
 			pcinet_vio_mb();
