@@ -17,9 +17,11 @@
 
 #include "pcinet_vio_ring.h"
 
-/* Acquire halves of R3, R5; release halves of R1, R6; full barrier of R2, R4. */
+/* Acquire half of R3 and R5: callers name their pair. */
 #define pcinet_vio_load_acquire(p)	virt_load_acquire(p)
+/* Release half of R1 and R6: callers name their pair. */
 #define pcinet_vio_store_release(p, v)	virt_store_release(p, v)
+/* Full barrier of R2 and R4: callers name their pair. */
 #define pcinet_vio_mb()			virt_mb()
 
 /* The FUSE error an aborted virtio-fs request reports (-EIO). */
@@ -463,9 +465,9 @@ static void pcinet_vio_step(struct pcinet_vio_vq *vq, struct pcinet_vio_walk *w,
  * buffers after the break).
  */
 static int pcinet_vio_chain(struct pcinet_vio_vq *vq, u16 head,
-			   enum pcinet_vio_pass pass,
-			   const struct pcinet_vio_req *r,
-			   struct pcinet_vio_walk *w)
+			    enum pcinet_vio_pass pass,
+			    const struct pcinet_vio_req *r,
+			    struct pcinet_vio_walk *w)
 {
 	struct pcinet_vio_relay *rl = vq->relay;
 	struct pcinet_vring_desc pd;
