@@ -19,9 +19,11 @@
  * driver never sees the window.
  *
  * Usage: vu_relay_test -s SOCKET [-q QSIZE] [-e SECTORS] [-d DUMPFILE]
- *                      [-n] [-N] [-b] [-t SECONDS] [-v]
+ *                      [-n] [-N] [-K] [-b] [-t SECONDS] [-v]
  *   -n  do not negotiate INDIRECT_DESC (direct chains on both rings)
  *   -N  do not negotiate EVENT_IDX
+ *   -K  kick after every submit that left requests in flight, whatever
+ *       the back end asked (as vu_blk_test does): for comparing figures
  *   -d  write what sectors 8..23 and the in-flight area should hold to
  *       DUMPFILE and DUMPFILE.wrap, for cmp(1) (as vu_blk_test -d)
  *   -b  also measure (as vu_blk_test -b)
@@ -120,6 +122,7 @@ struct rt {
 	struct pcinet_vio_ext *oext, *iext;
 	struct pcinet_vio_devinfo info;
 	int kick_fd, call_fd;
+	int kick_always;		/* -K: ignore the back end's suppression */
 	unsigned long kicks, calls;
 };
 
@@ -291,7 +294,8 @@ static int notify(struct rt *t)
 
 	if (r < 0)
 		return r;
-	if (r & PCINET_VIO_KICK) {
+	if ((r & PCINET_VIO_KICK) ||
+	    (t->kick_always && t->vq.davail_idx != t->vq.last_used)) {
 		t->kicks++;
 		if (write(t->kick_fd, &one, sizeof(one)) != sizeof(one))
 			return -errno;
@@ -538,7 +542,7 @@ static void bench(struct rt *t, double seconds)
 
 static void usage(const char *argv0)
 {
-	fprintf(stderr, "usage: %s -s SOCKET [-q QSIZE] [-e SECTORS] [-d DUMPFILE] [-n] [-N] [-b] [-t SECONDS] [-v]\n",
+	fprintf(stderr, "usage: %s -s SOCKET [-q QSIZE] [-e SECTORS] [-d DUMPFILE] [-n] [-N] [-K] [-b] [-t SECONDS] [-v]\n",
 		argv0);
 	exit(2);
 }
@@ -567,7 +571,7 @@ int main(int argc, char **argv)
 	t.kick_fd = -1;
 	t.call_fd = -1;
 	t.num = 128;
-	while ((c = getopt(argc, argv, "s:q:e:d:nNbt:v")) != -1) {
+	while ((c = getopt(argc, argv, "s:q:e:d:nNKbt:v")) != -1) {
 		switch (c) {
 		case 's': sock = optarg; break;
 		case 'q': t.num = (unsigned int)strtoul(optarg, NULL, 0); break;
@@ -575,6 +579,7 @@ int main(int argc, char **argv)
 		case 'd': dump = optarg; break;
 		case 'n': no_ind = 1; break;
 		case 'N': no_evt = 1; break;
+		case 'K': t.kick_always = 1; break;
 		case 'b': do_bench = 1; break;
 		case 't': bench_s = strtod(optarg, NULL); break;
 		case 'v': verbose = 1; break;
