@@ -952,6 +952,46 @@ static int t_fuzz(void)
 	return 0;
 }
 
+/*
+ * Abort of a virtio-fs request: every IN byte 0xff except the FUSE reply
+ * header's error (bytes 4..7 of the first IN buffer), -EIO; a request
+ * still waiting in the private avail ring is aborted the same way.
+ */
+static int t_abort_fs(void)
+{
+	u32 lens[4] = { 40, 16, 100, 1 };
+	int r, e, head[2];
+	struct fx f;
+	u32 k, j;
+
+	if (fx_init(&f, 16, 64 * 1024, 64 * 1024, true, false))
+		return -1;
+	f.rl.device_id = PCINET_VIRTIO_ID_FS;
+	head[0] = drv_add(&f, lens, 1, 2, false);
+	pcinet_vio_submit(&f.vq);
+	head[1] = drv_add(&f, lens, 1, 3, true);	/* not submitted yet */
+	CHECK(head[0] >= 0 && head[1] >= 0, "drv_add");
+	r = pcinet_vio_abort(&f.vq);
+	CHECK(r == PCINET_VIO_INTR && f.vq.stats.aborted == 2, "abort %d", r);
+	for (k = 0; k < 2; k++) {
+		struct dreq *d = &f.dr[head[k]];
+
+		memcpy(&e, d->buf[1] + 4, 4);
+		CHECK(e == -5, "request %u: FUSE error %d", k, e);
+		for (j = 0; j < d->len[1]; j++)
+			CHECK(d->buf[1][j] == 0xff || (j >= 4 && j < 8),
+			      "request %u byte %u", k, j);
+		for (j = 0; j < d->len[2]; j++)
+			CHECK(d->buf[2][j] == 0xff, "request %u buffer 2", k);
+	}
+	CHECK(f.pused->idx == 2 && f.pused->ring[0].len == 116 &&
+	      f.pused->ring[1].len == 117, "used lens %u %u",
+	      f.pused->ring[0].len, f.pused->ring[1].len);
+	drv_reap(&f);
+	fx_free(&f);
+	return 0;
+}
+
 /* EVENT_IDX: kick only when avail_event lies in the batch. */
 static int t_event_idx(void)
 {
@@ -1001,6 +1041,7 @@ static const struct {
 	{ "vio relay: hostile used ring (idx, id, dup, len), abort", t_hostile },
 	{ "vio relay: random used garbage, abort returns everything", t_fuzz },
 	{ "vio relay: EVENT_IDX kicks and used_event", t_event_idx },
+	{ "vio relay: abort of virtio-fs requests sets the FUSE error", t_abort_fs },
 };
 
 int main(void)
