@@ -103,7 +103,7 @@ static const struct pcinet_vio_mem_ops mops = {
 /* Fixture: window, pools, rings, a driver and a device                */
 /* ------------------------------------------------------------------ */
 
-#define MAX_SEG		8
+#define MAX_SEG		66
 #define WIN_RING	0x0000u		/* desc, avail */
 #define WIN_USED	0x8000u
 #define WIN_OUT		0x10000u
@@ -992,6 +992,57 @@ static int t_abort_fs(void)
 	return 0;
 }
 
+/*
+ * docs/design.md, "Pool sizing": with size_max a multiple of 4 KiB, a
+ * virtio-blk request of seg_max = (pool - 4 KiB) / size_max segments
+ * fits an empty pool whatever the segment lengths; one more segment of
+ * size_max does not (aborted as too big, never blocking the queue).
+ */
+static int t_blk_worst(void)
+{
+	static const u32 shapes[][2] = {
+		{ 65536, 65536 },	/* all size_max */
+		{ 4097, 4097 },		/* just over a page: 8 KiB each */
+		{ 100, 65535 },		/* small, then unaligned large */
+		{ 65535, 1 },
+		{ 4095, 4096 },
+	};
+	const u64 pool = 4 << 20, size_max = 65536;
+	const u32 seg_max = (u32)((pool - 4096) / size_max);
+	u32 lens[MAX_SEG], i, k;
+	struct fx f;
+
+	for (i = 0; i <= ARRAY_SIZE(shapes); i++) {
+		bool over = i == ARRAY_SIZE(shapes);
+		u32 nseg = over ? seg_max + 1 : seg_max;
+
+		for (int dir = 0; dir < 2; dir++) {
+			if (fx_init(&f, 128, pool, pool, true, false))
+				return -1;
+			lens[0] = 16;
+			for (k = 0; k < nseg; k++)
+				lens[1 + k] = over ? 65536 : shapes[i][k % 2];
+			lens[1 + nseg] = 1;
+			/* write: header + data OUT, status IN; read: data IN */
+			drv_add(&f, lens, dir ? 1 : 1 + nseg, dir ? 1 + nseg : 1,
+				true);
+			pcinet_vio_submit(&f.vq);
+			if (over ? f.vq.stats.too_big != 1 :
+			    (f.vq.davail_idx != 1 || f.vq.stats.too_big)) {
+				failf("shape %u %s: relayed %u, too big %llu, OUT %llu IN %llu",
+				      i, dir ? "read" : "write", f.vq.davail_idx,
+				      (unsigned long long)f.vq.stats.too_big,
+				      (unsigned long long)f.req[0].out_size,
+				      (unsigned long long)f.req[0].in_size);
+				fx_free(&f);
+				return -1;
+			}
+			fx_free(&f);
+		}
+	}
+	return 0;
+}
+
 /* EVENT_IDX: kick only when avail_event lies in the batch. */
 static int t_event_idx(void)
 {
@@ -1041,6 +1092,7 @@ static const struct {
 	{ "vio relay: hostile used ring (idx, id, dup, len), abort", t_hostile },
 	{ "vio relay: random used garbage, abort returns everything", t_fuzz },
 	{ "vio relay: EVENT_IDX kicks and used_event", t_event_idx },
+	{ "vio relay: worst-case virtio-blk request fits the pool sizing rule", t_blk_worst },
 	{ "vio relay: abort of virtio-fs requests sets the FUSE error", t_abort_fs },
 };
 
