@@ -660,6 +660,8 @@ static int pcinet_vio_relay_one(struct pcinet_vio_vq *vq, u16 head)
 	}
 	r->out_size = w.out_pos;
 	r->in_size = w.in_pos;
+	r->out_off = 0;
+	r->in_off = 0;
 	if (r->out_size &&
 	    pcinet_vio_pool_alloc(&rl->out, r->out_size, w.out_align,
 				  &r->out_off))
