@@ -7,8 +7,12 @@
 # eventfds), and the image is then checked with dd and cmp for the
 # sectors the test wrote.
 #
-# Usage: test-blk.sh [--bench] [--escape] [-- extra vu_blk_test options]
+# Usage: test-blk.sh [--bench] [--escape] [--relay] [-- extra test options]
 #   --bench   also measure (vu_blk_test -b)
+#   --relay   run vu_relay_test instead: the board's relay
+#             (drivers/net/pcinet/pcinet_vio_ring.c) in front of the ring,
+#             the window laid out with virtio regions (stage 1 of the
+#             virtio channel's test plan); same image checks
 #   --escape  first give the back end only part of the memfd and check
 #             that a descriptor outside it is refused, then run the test
 #             again on the same daemon
@@ -34,8 +38,9 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--bench) args+=(-b); shift ;;
 	--escape) escape=1; shift ;;
+	--relay) TEST=./vu_relay_test; shift ;;
 	--) shift; args+=("$@"); break ;;
-	*) echo "usage: $0 [--bench] [--escape] [-- vu_blk_test options]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--bench] [--escape] [--relay] [-- test options]" >&2; exit 2 ;;
 	esac
 done
 
@@ -43,7 +48,11 @@ if ! command -v "$QSD" >/dev/null; then
 	echo "SKIP - $QSD not installed"
 	exit 0
 fi
-make -s vu_blk_test || exit 1
+if [ "$TEST" = ./vu_relay_test ] && [ $escape -eq 1 ]; then
+	echo "--escape is a vu_blk_test case" >&2
+	exit 2
+fi
+make -s "${TEST#./}" || exit 1
 
 dir=$(mktemp -d /tmp/pcinet-vhost-blk.XXXXXX) || exit 1
 qsd_pid=
@@ -84,7 +93,7 @@ if [ $escape -eq 1 ]; then
 fi
 
 timeout 120 "$TEST" -s "$sock" -e $SECTORS -d "$dir/expect" "${args[@]}"
-check "vu_blk_test exits 0" test $? -eq 0
+check "${TEST#./} exits 0" test $? -eq 0
 
 kill "$qsd_pid"
 wait "$qsd_pid" 2>/dev/null

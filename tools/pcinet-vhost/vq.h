@@ -37,6 +37,14 @@ struct vq {
 	unsigned long kicks, calls;
 };
 
+/*
+ * Built with vq_relay.c instead of vq.c (VQ_RELAY), the same API runs the
+ * board's relay: the memfd must then be VQ_RELAY_WIN_SIZE bytes (it is
+ * laid out as a pcinet window) and hold at most VQ_RELAY_NR_VQ queues.
+ */
+#define VQ_RELAY_WIN_SIZE	(32u << 20)
+#define VQ_RELAY_NR_VQ		2u
+
 /* Bytes the ring takes at GPA for NUM entries (virtio 1.0 alignment). */
 uint64_t vq_ring_size(unsigned int num);
 /* Lay out an empty ring at RING_GPA; creates the kick and call eventfds. */

@@ -32,7 +32,11 @@
 #include "vq.h"
 #include "vu_frontend.h"
 
+#ifdef VQ_RELAY
+#define MEM_SIZE	VQ_RELAY_WIN_SIZE	/* laid out as a window */
+#else
 #define MEM_SIZE	(8u << 20)
+#endif
 #define HIPRIO_GPA	0x0ull
 #define HIPRIO_NUM	16u
 #define REQ_RING_GPA	0x4000ull

@@ -533,8 +533,8 @@ struct pcinet_win_vio_side {
  * virtio channel ignore (the page after struct pcinet_win_hdr is "written
  * zero, ignored").  The platform writes it with the rest of the page,
  * before the header's @magic (pcinet_layout_write_vio()), so the
- * header's P1/P2 ordering covers it.  A side that finds it checks, on
- * top of pcinet_layout_parse(): each non-empty region aligned, inside
+ * header's P1/P2 ordering covers it.  pcinet_layout_parse() checks it:
+ * @magic, @version and @size exact; each non-empty region aligned, inside
  * the usable window, and overlapping neither another virtio region nor
  * the header page, a control inbox or a data inbox.  A window that fails
  * is used without its virtio regions (net and tty are unaffected).

@@ -23,6 +23,56 @@ static bool pcinet_overlap(u64 a, u64 alen, u64 b, u64 blen)
 	return a < b + blen && b < a + alen;
 }
 
+/*
+ * The virtio block of a header page copied out by pcinet_layout_parse()
+ * (covered by its P2), checked against the five regions it found: see
+ * struct pcinet_win_vio.  Each non-empty region aligned, inside the usable
+ * window, clear of the header page, the inboxes and the other regions.
+ */
+static bool pcinet_layout_parse_vio(const struct pcinet_win_vio *v,
+				    struct pcinet_layout *lay,
+				    const u64 *start, const u64 *len)
+{
+	u64 s[9], l[9];
+	int i, j, n = 5;
+
+	if (le32_to_cpu(v->magic) != PCINET_WIN_VIO_MAGIC ||
+	    le16_to_cpu(v->version) != PCINET_WIN_VIO_VERSION ||
+	    le16_to_cpu(v->size) != sizeof(*v))
+		return false;
+	for (i = 0; i < 5; i++) {
+		s[i] = start[i];
+		l[i] = len[i];
+	}
+	for (i = 0; i < 4; i++) {
+		const struct pcinet_win_vio_side *vs = &v->side[i / 2];
+		u64 off = le64_to_cpu(i % 2 ? vs->drv_off : vs->dev_off);
+		u64 size = le64_to_cpu(i % 2 ? vs->drv_size : vs->dev_size);
+
+		if (!size)
+			continue;
+		if (off % PCINET_VIO_ALIGN || size % PCINET_VIO_ALIGN ||
+		    off > lay->win_size || size > lay->win_size - off)
+			return false;
+		s[n] = off;
+		l[n] = size;
+		n++;
+	}
+	for (i = 5; i < n; i++)
+		for (j = 0; j < i; j++)
+			if (pcinet_overlap(s[i], l[i], s[j], l[j]))
+				return false;
+	for (i = 0; i < 2; i++) {
+		lay->vio[i].dev_size = le64_to_cpu(v->side[i].dev_size);
+		lay->vio[i].dev_off = lay->vio[i].dev_size ?
+				      le64_to_cpu(v->side[i].dev_off) : 0;
+		lay->vio[i].drv_size = le64_to_cpu(v->side[i].drv_size);
+		lay->vio[i].drv_off = lay->vio[i].drv_size ?
+				      le64_to_cpu(v->side[i].drv_off) : 0;
+	}
+	return true;
+}
+
 /**
  * pcinet_layout_parse - validate a window header and decode the layout
  * @win: the window; its header is copied once, then checked
@@ -32,7 +82,8 @@ static bool pcinet_overlap(u64 a, u64 alen, u64 b, u64 blen)
  * The header is written by the platform, not by the peer, but it is
  * checked as strictly: every region must lie inside the window, be
  * aligned, and overlap no other.  The checks are listed with struct
- * pcinet_win_hdr in pcinet_layout.h.
+ * pcinet_win_hdr in pcinet_layout.h.  The virtio block (struct
+ * pcinet_win_vio) is decoded too; a bad one only clears @lay->has_vio.
  *
  * Return: 0, or -PCINET_EPROTO if the window is not a usable pcinet one.
  */
@@ -40,6 +91,7 @@ int pcinet_layout_parse(const void *win, u64 size, struct pcinet_layout *lay)
 {
 	const struct pcinet_win_hdr *w = win;
 	struct pcinet_win_hdr hdr;
+	struct pcinet_win_vio vio;
 	u64 start[5], len[5];
 	u32 magic;
 	int i, j, c;
@@ -49,6 +101,8 @@ int pcinet_layout_parse(const void *win, u64 size, struct pcinet_layout *lay)
 	/* P2: pairs with P1 in pcinet_layout_write(); magic before the body */
 	magic = le32_to_cpu(pcinet_load_acquire(&w->magic));
 	memcpy(&hdr, win, sizeof(hdr));
+	memcpy(&vio, (const u8 *)win + PCINET_HDR_VIO_OFF, sizeof(vio));
+	memset(lay, 0, sizeof(*lay));
 	if (magic != PCINET_WIN_MAGIC ||
 	    le16_to_cpu(hdr.version) != PCINET_VERSION ||
 	    le16_to_cpu(hdr.hdr_size) != PCINET_HDR_SIZE)
@@ -83,6 +137,7 @@ int pcinet_layout_parse(const void *win, u64 size, struct pcinet_layout *lay)
 		for (j = i + 1; j < 5; j++)
 			if (pcinet_overlap(start[i], len[i], start[j], len[j]))
 				return -PCINET_EPROTO;
+	lay->has_vio = pcinet_layout_parse_vio(&vio, lay, start, len);
 	return 0;
 }
 

@@ -137,17 +137,38 @@ static inline u32 pcinet_rec_size(u32 len)
 }
 
 /**
+ * struct pcinet_vio_regions - the virtio regions of one side, decoded
+ * @dev_off: window offset of the side's dev region
+ * @dev_size: its size; 0: none
+ * @drv_off: window offset of the side's drv region
+ * @drv_size: its size; 0: none
+ */
+struct pcinet_vio_regions {
+	u64 dev_off;
+	u64 dev_size;
+	u64 drv_off;
+	u64 drv_size;
+};
+
+/**
  * struct pcinet_layout - a window header, validated and decoded
  * @win_size: usable window size
  * @nr_vectors: doorbell vectors per side
  * @ctrl_off: offset of the control inbox of side 0 and side 1
  * @ring: rings in the data inbox of each side, per channel
+ * @has_vio: the window's virtio block (struct pcinet_win_vio) passed
+ *	every check; false for a window without one, or with a bad one
+ *	(the window is then used without virtio)
+ * @vio: with @has_vio, the virtio regions of side 0 and side 1; zero
+ *	otherwise
  */
 struct pcinet_layout {
 	u64 win_size;
 	u32 nr_vectors;
 	u64 ctrl_off[2];
 	struct pcinet_ring_loc ring[2][PCINET_NR_CHAN];
+	bool has_vio;
+	struct pcinet_vio_regions vio[2];
 };
 
 int pcinet_layout_parse(const void *win, u64 size, struct pcinet_layout *lay);

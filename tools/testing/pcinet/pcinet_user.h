@@ -21,6 +21,12 @@ typedef uint8_t u8;
 typedef uint16_t u16;
 typedef uint32_t u32;
 typedef uint64_t u64;
+/*
+ * A program that also includes the kernel's uapi headers (a vhost-user
+ * test next to its virtio headers) already has these from <linux/types.h>,
+ * with __u64 another type than uint64_t: take those.
+ */
+#ifndef _LINUX_TYPES_H
 typedef uint8_t __u8;
 typedef uint16_t __u16;
 typedef uint32_t __u32;
@@ -28,6 +34,7 @@ typedef uint64_t __u64;
 typedef uint16_t __le16;
 typedef uint32_t __le32;
 typedef uint64_t __le64;
+#endif
 
 #define cpu_to_le16(x)	((__le16)(x))
 #define cpu_to_le32(x)	((__le32)(x))
@@ -51,6 +58,8 @@ __attribute__((weak)) unsigned long pcinet_user_mb_count;
 	pcinet_user_mb_count++;						\
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);			\
 } while (0)
+
+#define virt_rmb()	__atomic_thread_fence(__ATOMIC_ACQUIRE)
 
 #define min(a, b)	((a) < (b) ? (a) : (b))
 

@@ -1884,6 +1884,148 @@ fail:
 	return failf("case %u: wrong virtio layout", i);
 }
 
+/*
+ * pcinet_layout_parse() on the virtio block: the regions of a good one
+ * decoded; each kind of bad field only clears has_vio (the window parses,
+ * net and tty rings as without virtio); an old-style window has none.
+ */
+enum vio_mut {
+	VM_NONE, VM_MAGIC, VM_VERSION, VM_SIZE, VM_OFF_ALIGN, VM_SIZE_ALIGN,
+	VM_OUTSIDE, VM_PAST_MAP, VM_HUGE, VM_HDR, VM_CTRL, VM_DATA, VM_EACH,
+	VM_EMPTY_OK, VM_OLD,
+};
+
+static int t_layout_vio_parse(struct fx *f __maybe_unused,
+			      const struct tcase *tc __maybe_unused)
+{
+	static const struct {
+		enum vio_mut m;
+		bool ok;
+		const char *what;
+	} rows[] = {
+		{ VM_NONE, true, "good" },
+		{ VM_MAGIC, false, "bad magic" },
+		{ VM_VERSION, false, "version 2" },
+		{ VM_SIZE, false, "size 88" },
+		{ VM_OFF_ALIGN, false, "offset not 64 KiB aligned" },
+		{ VM_SIZE_ALIGN, false, "size not 64 KiB aligned" },
+		{ VM_OUTSIDE, false, "region past win_size" },
+		{ VM_PAST_MAP, false, "region past the mapping" },
+		{ VM_HUGE, false, "offset + size overflows" },
+		{ VM_HDR, false, "region over the header page" },
+		{ VM_CTRL, false, "region over the control inboxes" },
+		{ VM_DATA, false, "region over a data inbox" },
+		{ VM_EACH, false, "two regions overlap" },
+		{ VM_EMPTY_OK, true, "one side without regions (offsets ignored)" },
+		{ VM_OLD, false, "old-style window, no virtio block" },
+	};
+	const u64 win = 64 * MIB, vsz = 8 * MIB;
+	struct pcinet_layout lay, plain;
+	struct pcinet_win_vio v;
+	struct pcinet_win_hdr h;
+	u64 map;
+	u8 *page;
+	u32 i;
+	int r = 0;
+
+	lay.has_vio = false;
+	page = malloc(PCINET_HDR_SIZE);
+	if (!page)
+		return failf("out of memory");
+	for (i = 0; i < ARRAY_SIZE(rows); i++) {
+		map = win;
+		if (pcinet_layout_fill_vio(&h, &v, win, 4,
+					   rows[i].m == VM_OLD ? 0 : vsz))
+			goto fail;
+		switch (rows[i].m) {
+		case VM_MAGIC:
+			v.magic = cpu_to_le32(PCINET_WIN_VIO_MAGIC + 1);
+			break;
+		case VM_VERSION:
+			v.version = cpu_to_le16(2);
+			break;
+		case VM_SIZE:
+			v.size = cpu_to_le16(88);
+			break;
+		case VM_OFF_ALIGN:
+			v.side[1].drv_off = cpu_to_le64(le64_to_cpu(v.side[1].drv_off) + 0x1000);
+			v.side[1].drv_size = cpu_to_le64(vsz - PCINET_VIO_ALIGN);
+			break;
+		case VM_SIZE_ALIGN:
+			v.side[0].dev_size = cpu_to_le64(vsz - 0x1000);
+			break;
+		case VM_OUTSIDE:
+			v.side[1].drv_size = cpu_to_le64(vsz + PCINET_VIO_ALIGN);
+			break;
+		case VM_PAST_MAP:
+			map = win - PCINET_VIO_ALIGN;
+			break;
+		case VM_HUGE:
+			v.side[1].drv_off = cpu_to_le64(~0ull << 16);
+			break;
+		case VM_HDR:
+			v.side[0].dev_off = cpu_to_le64(0);
+			break;
+		case VM_CTRL:
+			/* the first 64 KiB: header page and both control inboxes */
+			v.side[0].dev_off = cpu_to_le64(0);
+			v.side[0].dev_size = cpu_to_le64(PCINET_VIO_ALIGN);
+			break;
+		case VM_DATA:
+			v.side[0].dev_off = h.side[1].data_off;
+			v.side[0].dev_off = cpu_to_le64(le64_to_cpu(v.side[0].dev_off) &
+							~(u64)(PCINET_VIO_ALIGN - 1));
+			break;
+		case VM_EACH:
+			v.side[1].dev_off = v.side[0].drv_off;
+			break;
+		case VM_EMPTY_OK:
+			v.side[1].dev_size = 0;
+			v.side[1].drv_size = 0;
+			v.side[1].dev_off = cpu_to_le64(3);
+			v.side[1].drv_off = cpu_to_le64(~0ull);
+			break;
+		default:
+			break;
+		}
+		memset(page, 0x5a, PCINET_HDR_SIZE);
+		pcinet_layout_write_vio(page, &h, &v);
+		memset(&lay, 0xee, sizeof(lay));
+		r = pcinet_layout_parse(page, map, &lay);
+		if (r || lay.has_vio != rows[i].ok)
+			goto fail;
+		/* net and tty see the same window with or without virtio */
+		pcinet_layout_write(page, &h);
+		if (pcinet_layout_parse(page, map, &plain) || plain.has_vio ||
+		    memcmp(plain.ring, lay.ring, sizeof(lay.ring)) ||
+		    memcmp(plain.ctrl_off, lay.ctrl_off, sizeof(lay.ctrl_off)) ||
+		    plain.win_size != lay.win_size)
+			goto fail;
+		if (!lay.has_vio) {
+			if (lay.vio[0].dev_off || lay.vio[0].dev_size ||
+			    lay.vio[1].drv_off || lay.vio[1].drv_size)
+				goto fail;
+			continue;
+		}
+		if (lay.vio[0].dev_off != le64_to_cpu(v.side[0].dev_off) ||
+		    lay.vio[0].dev_size != vsz ||
+		    lay.vio[0].drv_off != le64_to_cpu(v.side[0].drv_off) ||
+		    lay.vio[0].drv_size != vsz)
+			goto fail;
+		if (rows[i].m == VM_EMPTY_OK ?
+		    (lay.vio[1].dev_off || lay.vio[1].drv_off ||
+		     lay.vio[1].dev_size || lay.vio[1].drv_size) :
+		    (lay.vio[1].drv_off != win - vsz || lay.vio[1].drv_size != vsz))
+			goto fail;
+	}
+	free(page);
+	return 0;
+fail:
+	free(page);
+	return failf("row %u (%s): parse %d, has_vio %d", i, rows[i].what, r,
+		     lay.has_vio);
+}
+
 /* The rules a peer reads in pcinet_layout.h, checked as numbers. */
 static int t_rules(struct fx *f __maybe_unused,
 		   const struct tcase *tc __maybe_unused)
@@ -2306,6 +2448,7 @@ static const struct tcase cases[] = {
 	{ "layout: window header parse",	t_layout,	0, NET, 0 },
 	{ "layout: pcinet_layout_init",		t_layout_init,	0, NET, 0 },
 	{ "layout: virtio regions",		t_layout_vio,	0, NET, 0 },
+	{ "layout: virtio block parse",		t_layout_vio_parse, 0, NET, 0 },
 	{ "layout: peer rules",			t_rules,	0, NET, 0 },
 	{ "handshake: decision table",		t_hs_table,	0, NET, 0 },
 	{ "handshake: fresh start both sides",	t_hs_fresh,	0, NET, 0 },
