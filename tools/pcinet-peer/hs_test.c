@@ -48,7 +48,7 @@ static void check(const struct peer_hs *h)
 	enum pcinet_hs p = map(peer_hs_decide(h, &w1));
 
 	if (k != p && failed++ < 10)
-		printf("FAIL handshake: gen %x synced %x up %d magic %x gen %x peer_gen %x ack %x: kernel %d, peer %d\n",
+		printf("FAIL handshake: %x %x %d, peer %x %x %x %x: %d != %d\n",
 		       h->gen, h->synced_gen, h->up, h->magic, h->their_gen,
 		       h->their_peer_gen, h->their_ack_gen, k, p);
 }
@@ -62,17 +62,25 @@ int main(void)
 	struct peer_hs h;
 	unsigned long n = 0;
 	u32 a, b;
-	int i, j, k, l, m, up, q;
+	unsigned int x, r;
+	int i;
 
-	for (i = 0; i < 4; i++)
-	for (j = 0; j < 4; j++)
-	for (up = 0; up < 2; up++)
-	for (m = 0; m < 3; m++)
-	for (k = 0; k < 4; k++)
-	for (l = 0; l < 4; l++)
-	for (q = 0; q < 4; q++) {
-		h = (struct peer_hs){ vals[i], vals[j], up, magics[m],
-				      vals[k], vals[l], vals[q] };
+	/* every combination: 4 x 4 x 2 x 3 x 4 x 4 x 4 */
+	for (x = 0; x < 4 * 4 * 2 * 3 * 4 * 4 * 4; x++) {
+		r = x;
+		h.gen = vals[r % 4];
+		r /= 4;
+		h.synced_gen = vals[r % 4];
+		r /= 4;
+		h.up = r % 2;
+		r /= 2;
+		h.magic = magics[r % 3];
+		r /= 3;
+		h.their_gen = vals[r % 4];
+		r /= 4;
+		h.their_peer_gen = vals[r % 4];
+		r /= 4;
+		h.their_ack_gen = vals[r % 4];
 		check(&h);
 		n++;
 	}

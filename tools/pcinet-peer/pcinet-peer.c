@@ -126,10 +126,9 @@ static struct {
 	u64 status_ms;
 } P;
 
-static volatile sig_atomic_t stop_sig;
+static int stop_sig;	/* the signal that stops us, set by on_signal() */
 
-static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logmsg(const char *fmt, ...)
+static __printf(1, 2) void logmsg(const char *fmt, ...)
 {
 	struct timespec ts;
 	va_list ap;
@@ -144,7 +143,7 @@ static void logmsg(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
+static __noreturn __printf(1, 2) void die(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -782,7 +781,7 @@ static void fabric_connect(void)
 
 	if (strlen(P.sock_path) >= sizeof(sa.sun_path))
 		die("socket path too long");
-	strcpy(sa.sun_path, P.sock_path);
+	memcpy(sa.sun_path, P.sock_path, strlen(P.sock_path) + 1);
 	P.sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (P.sock < 0 || connect(P.sock, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		die("connect %s: %s", P.sock_path, strerror(errno));
@@ -883,10 +882,10 @@ static void link_stop(void)
 
 static void on_signal(int sig)
 {
-	stop_sig = sig;
+	__atomic_store_n(&stop_sig, sig, __ATOMIC_RELAXED);
 }
 
-static void __attribute__((noreturn)) usage(int status)
+static __noreturn void print_usage(int status)
 {
 	fprintf(status ? stderr : stdout,
 		"usage: pcinet-peer -S SOCKET [-i IFNAME] [-l PTY_LINK] [-s STATUS_FILE]\n"
@@ -949,7 +948,7 @@ int main(int argc, char **argv)
 		case 't':
 			P.timeout_ms = atoi(optarg);
 			if (P.timeout_ms < 2 * PCINET_TICK_MS)
-				usage(1);
+				print_usage(1);
 			break;
 		case 'O':
 			P.offload = false;
@@ -961,13 +960,13 @@ int main(int argc, char **argv)
 			P.verbose = true;
 			break;
 		case 'h':
-			usage(0);
+			print_usage(0);
 		default:
-			usage(1);
+			print_usage(1);
 		}
 	}
 	if (!P.sock_path || optind != argc)
-		usage(1);
+		print_usage(1);
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	crc32c_init();
@@ -1003,7 +1002,7 @@ int main(int argc, char **argv)
 	status_write();
 	next_tick = now_ms() + PCINET_TICK_MS;
 
-	while (!stop_sig) {
+	while (!__atomic_load_n(&stop_sig, __ATOMIC_RELAXED)) {
 		struct chan *tty = &P.ch[PCINET_CHAN_TTY];
 
 		nfd = 0;
@@ -1063,7 +1062,7 @@ int main(int argc, char **argv)
 		if (tty->in_len)
 			tty_flush();
 	}
-	logmsg("stopping on signal %d", (int)stop_sig);
+	logmsg("stopping on signal %d", stop_sig);
 	link_stop();
 	return 0;
 }
