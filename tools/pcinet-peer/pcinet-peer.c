@@ -258,6 +258,7 @@ static void link_sync(u32 their_gen)
 {
 	zero_indices();
 	P.synced_gen = their_gen;
+	P.peer_beat_ms = now_ms();
 	put(&P.out->ack_gen, P.gen);
 	/* L1: pairs with L2 in the peer; indices and ack_gen first */
 	pcinet_store_release(&P.out->peer_gen, cpu_to_le32(their_gen));
@@ -672,6 +673,7 @@ static void tick(void)
 	if (P.up && now - P.peer_beat_ms > P.timeout_ms)
 		link_reset("peer's heartbeat silent");
 	else if (!P.up && P.peer_beat_seen &&
+		 pcinet_ctrl_live(get(&P.in->magic), get(&P.in->gen)) &&
 		 now - P.peer_beat_ms <= P.timeout_ms &&
 		 now - P.down_since_ms > P.timeout_ms)
 		link_reset("no handshake while the peer runs");
