@@ -1012,8 +1012,10 @@ int main(int argc, char **argv)
 		for (v = 0; v < P.own_nfd; v++)
 			pfd[nfd++] = (struct pollfd){ .fd = P.own_efd[v],
 						      .events = POLLIN };
+		/* the TAP only while it is up (a down TAP polls as an error) */
 		pfd[nfd++] = (struct pollfd){
-			.fd = P.ch[PCINET_CHAN_NET].out_len ? -1 : P.tap,
+			.fd = P.ch[PCINET_CHAN_NET].out_len ||
+			      !(P.chan_open & (1U << PCINET_CHAN_NET)) ? -1 : P.tap,
 			.events = POLLIN };
 		pfd[nfd] = (struct pollfd){ .fd = P.pty, .events = 0 };
 		if (P.up && !tty->out_len)
