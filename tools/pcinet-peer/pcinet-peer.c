@@ -163,6 +163,26 @@ static u64 now_ms(void)
 	return (u64)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* At most 10 messages a second about bad peer data: the peer may be hostile. */
+static bool ratelimit(void)
+{
+	static u64 start;
+	static unsigned int n, missed;
+	u64 now = now_ms();
+
+	if (now - start >= 1000) {
+		if (missed)
+			logmsg("%u messages suppressed", missed);
+		start = now;
+		n = 0;
+		missed = 0;
+	}
+	if (n++ < 10)
+		return true;
+	missed++;
+	return false;
+}
+
 /* ----- doorbells ----- */
 
 /*
@@ -231,7 +251,7 @@ static void set_carrier(void)
 /* Step 6: the only way down. */
 static void link_reset(const char *why)
 {
-	if (P.up)
+	if (P.up && ratelimit())
 		logmsg("link down: %s (gen 0x%08x)", why, P.gen);
 	else if (P.verbose)
 		logmsg("reset while down: %s (gen 0x%08x)", why, P.gen);
@@ -272,8 +292,9 @@ static void link_up(void)
 	P.up = true;
 	P.ups++;
 	P.peer_beat_ms = now_ms();
-	logmsg("link up (gen 0x%08x, peer gen 0x%08x, peer features 0x%x)",
-	       P.gen, P.synced_gen, get(&P.in->features));
+	if (ratelimit())
+		logmsg("link up (gen 0x%08x, peer gen 0x%08x, peer features 0x%x)",
+		       P.gen, P.synced_gen, get(&P.in->features));
 	set_carrier();
 	P.status_dirty = true;
 }
@@ -337,8 +358,9 @@ static void proto_error(int c, const char *what)
 {
 	u32 gen = get_acquire(&P.in->gen);
 
-	logmsg("%s: bad peer data (%s)", c == PCINET_CHAN_NET ? "net" : "tty",
-	       what);
+	if (ratelimit())
+		logmsg("%s: bad peer data (%s)",
+		       c == PCINET_CHAN_NET ? "net" : "tty", what);
 	if (P.synced_gen && gen == P.synced_gen)
 		link_reset("protocol error");
 	link_run();

@@ -9,11 +9,12 @@
 # timeout; the whole run takes about 30 s.  Needs root (netns, TAP).
 #
 #   ./test-peer.sh [-v]        -v: print the peers' logs at the end
+#   PCINET_PEER=path           another build (make check-san: ASan/UBSan)
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
-peer=$here/pcinet-peer
+peer=${PCINET_PEER:-$here/pcinet-peer}
 fabric=$top/tools/pcinet-fabric/pcinet-fabric
 verbose=${1:-}
 
@@ -172,7 +173,9 @@ for n in "${ns[@]}"; do
 	ip netns add "$n" || { echo "cannot create netns $n"; echo "0 passed, 1 failed"; exit 1; }
 	ip -n "$n" link set lo up
 done
-"$fabric" -S "$dir/sock" >"$dir/fabric.log" 2>&1 &
+# -C: the fabric's control socket, for the fault cases at the end (it
+# interposes doorbells, so every case runs through a forwarding fabric)
+"$fabric" -S "$dir/sock" -C "$dir/ctl" >"$dir/fabric.log" 2>&1 &
 fpid=$!
 for ((i = 0; i < 50; i++)); do [ -S "$dir/sock" ] && break; sleep 0.05; done
 start_peer 0
@@ -263,6 +266,46 @@ result sigterm-stop-restart $((rc | rc2 | $?)) "down after ${t_down} ms"
 errs=$(grep -h -E '^net_crc_errors=' "$dir/st0" "$dir/st1" | tr '\n' ' ')
 ! grep -q -E 'net_crc_errors=[1-9]|tty_frame_errors=[1-9]' "$dir/st0" "$dir/st1"
 result no-integrity-errors $? "$errs"
+
+# ---- faults: the window is untrusted ----------------------------------------
+ctl() {	# one command to the fabric's control socket; fails on "err"
+	local r
+	r=$(echo "$*" | timeout 5 socat - UNIX-CONNECT:"$dir/ctl") || return 1
+	[ "${r#ok}" != "$r" ] || { echo "fabric: $* -> $r" >&2; return 1; }
+}
+
+# every doorbell lost for 2 s: traffic still passes, a tick per doorbell
+ctl doorbell drop 100 2
+rc=$?
+t0=$(date +%s%N)
+timeout 10 ip netns exec "${ns[0]}" "${PING[@]}" -c 3 -W 2 "${addr[1]}" >/dev/null
+rc2=$?
+t_ping=$((($(date +%s%N) - t0) / 1000000))
+ctl doorbell normal
+result doorbells-lost $((rc | rc2)) "3 pings in ${t_ping} ms without doorbells"
+
+# a third party scribbles each region a peer reads (control words, both
+# rings of both sides; boundary values, random words, random bytes) while
+# traffic runs: no crash, no hang, the link heals
+ip netns exec "${ns[0]}" "${PING[@]}" -i 0.05 -c 400 -W 1 "${addr[1]}" >/dev/null 2>&1 &
+bg=$!
+rc=0
+seed=1
+for r in ctrl0 ctrl1 tty0 tty1 net0 net1; do
+	for m in bounds random bytes; do
+		ctl scribble $r 20000 0.3 $m $seed || rc=1
+		seed=$((seed + 1))
+		sleep 0.35
+	done
+done
+kill "$bg" 2>/dev/null
+wait "$bg" 2>/dev/null
+alive=0
+for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || alive=1; done
+wait_status 0 up 3 && wait_status 1 up 3 && ping_until 5 && tty_check 1 >/dev/null
+rc2=$?
+resets=$(grep -h '^resets=' "$dir/st0" "$dir/st1" | tr '\n' ' ')
+result scribble-heals $((rc | alive | rc2)) "$resets"
 
 echo "($((SECONDS - t_start)) s)"
 echo "$passed passed, $failed failed"
