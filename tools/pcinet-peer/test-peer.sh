@@ -37,6 +37,7 @@ failed=0
 
 cleanup() {
 	local p
+	kill "$watchdog" 2>/dev/null
 	for p in "${pids[@]}" $fpid; do
 		[ -n "$p" ] && kill -CONT "$p" 2>/dev/null && kill "$p" 2>/dev/null
 	done
@@ -54,7 +55,11 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-trap 'exit 1' INT TERM
+trap 'echo "test-peer.sh: interrupted"; echo "$passed passed, $((failed + 1)) failed"; exit 1' INT TERM
+# the watchdog: whatever hangs, the run ends (and cleans up) within 300 s
+(trap 'kill $s 2>/dev/null; exit 0' TERM; sleep 300 & s=$!; wait $s &&
+	kill -TERM $$ 2>/dev/null) >/dev/null 2>&1 &
+watchdog=$!
 
 result() {	# $1 = name, $2 = 0 for pass, rest = detail
 	local name=$1 rc=$2
@@ -256,6 +261,8 @@ t0=$(date +%s%N)
 wait_status 0 down 2
 rc=$?
 t_down=$((($(date +%s%N) - t0) / 1000000))
+for ((i = 0; i < 60; i++)); do kill -0 "${pids[1]}" 2>/dev/null || break; sleep 0.05; done
+kill -0 "${pids[1]}" 2>/dev/null && kill -9 "${pids[1]}"	# stuck: fails below
 wait "${pids[1]}" 2>/dev/null
 rc2=$?
 start_peer 1
