@@ -99,3 +99,4 @@ clean:
 	-$(MAKE) -C $(TOP)/tools/pcinet-fabric clean
 	-$(MAKE) -C $(TOP)/tools/testing/pcinet clean
 	-$(MAKE) -C $(TOP)/tools/pcinet-vhost clean
+	-$(MAKE) -C $(TOP)/tools/pcinet-peer clean

@@ -98,6 +98,7 @@ host_case dkms-build make -s dkms
 host_case unit-ring make -s -C tools/testing/pcinet check
 host_case unit-fabric make -s -C tools/pcinet-fabric check
 host_case vhost-user-handoff make -s -C tools/pcinet-vhost check
+host_case userspace-peer make -s -C tools/pcinet-peer check
 
 # ---- cases in QEMU -----------------------------------------------------------
 qemu_suite() {	# $1 = debian|debug; patterns from $TESTS

@@ -1,0 +1,1094 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pcinet-peer - a pcinet side in userspace.
+ *
+ * Joins a pcinet-fabric (or any ivshmem server) as QEMU's ivshmem-doorbell
+ * would: it receives the window (a memfd) and the doorbell eventfds over
+ * the server's unix socket.  Then it is a full peer, written from
+ * docs/design.md ("Writing a peer") and pcinet_layout.h: the link state
+ * machine (generations, handshake, heartbeat, resets), the net channel
+ * served as a TAP interface and the tty channel served as a pty.
+ *
+ * It reuses the portable ring code (pcinet_ring.c: the tx/rx views and
+ * pcinet_layout_parse()); the link is its own (the kernel's pcinet_link.c
+ * is not used), and so is the handshake rule (peer_hs.c, checked against
+ * the kernel's pcinet_handshake() by hs_test.c).
+ *
+ * One thread, one poll loop.  Everything read from the window is written
+ * by another machine: every word is read once into a local and checked
+ * (the ring code does it for the indices and record headers), every loop
+ * over window data is bounded by a budget.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+
+#include "pcinet_ring.h"
+#include "crc32c.h"
+#include "peer_hs.h"
+#include "tap.h"
+
+#define MAX_VEC		16	/* doorbell vectors we take from the server */
+#define BUDGET		64	/* records or frames per channel per round */
+#define BAD_RESET	8	/* bad records in a row: reset */
+#define FRAME_MAX	(PCINET_NET_MAX_LEN + 64)
+#define ETH_HLEN_MIN	14
+
+struct chan {
+	struct pcinet_tx tx;
+	struct pcinet_rx rx;
+	bool need_space;	/* we asked for a doorbell on free space */
+	unsigned int bad;	/* bad records in a row */
+	/* a record read from the host side, waiting for ring space */
+	u8 *out_buf;
+	u32 out_len;
+	struct pcinet_vnet_hdr out_vnet;
+	/* tty: bytes taken from the ring, waiting for the pty */
+	u8 *in_buf;
+	u32 in_len;
+	u32 in_off;
+	/* counters */
+	u64 tx_recs, tx_bytes, rx_recs, rx_bytes;
+	u64 crc_errors, len_errors, drops;
+};
+
+static struct {
+	/* options */
+	const char *sock_path;
+	const char *ifpattern;
+	const char *pty_link;
+	const char *status_path;
+	bool offload;
+	bool integrity;
+	bool verbose;
+	unsigned int timeout_ms;
+
+	/* the fabric */
+	int sock;
+	int own_id;
+	int side, peer;
+	int own_efd[MAX_VEC];
+	unsigned int own_nfd;
+	int peer_id;
+	int peer_efd[MAX_VEC];
+	unsigned int peer_nfd;
+	unsigned int nvec;
+
+	/* the window */
+	u8 *win;
+	u64 win_size;
+	struct pcinet_win_hdr *hdr;
+	struct pcinet_layout lay;
+	struct pcinet_ctrl *in;		/* our inbox: the peer writes it */
+	struct pcinet_ctrl *out;	/* the peer's inbox: we write it */
+
+	/* the link */
+	u32 gen;
+	u32 synced_gen;
+	bool up;
+	u32 heartbeat;
+	u32 peer_beat;
+	bool peer_beat_seen;
+	u64 peer_beat_ms;
+	u64 down_since_ms;
+	u32 peer_epoch;
+	u32 chan_open;
+	u32 peer_open;
+	u64 resets;
+	u64 ups;
+	u64 doorbells_out, doorbells_in;
+	const char *last_why;
+
+	/* front-ends */
+	struct chan ch[PCINET_NR_CHAN];
+	int tap;
+	char ifname[32];
+	bool carrier;
+	int pty, pty_slave;
+	char pty_path[64];
+
+	bool status_dirty;
+	u64 status_ms;
+} P;
+
+static int stop_sig;	/* the signal that stops us, set by on_signal() */
+
+static __printf(1, 2) void logmsg(const char *fmt, ...)
+{
+	struct timespec ts;
+	va_list ap;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	fprintf(stderr, "%02ld:%02ld:%02ld.%03ld pcinet-peer[%d]: ",
+		(long)(ts.tv_sec / 3600 % 24), (long)(ts.tv_sec / 60 % 60),
+		(long)(ts.tv_sec % 60), ts.tv_nsec / 1000000L, P.side);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static __noreturn __printf(1, 2) void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("pcinet-peer: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static u64 now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (u64)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* At most 10 messages a second about bad peer data: the peer may be hostile. */
+static bool ratelimit(void)
+{
+	static u64 start;
+	static unsigned int n, missed;
+	u64 now = now_ms();
+
+	if (now - start >= 1000) {
+		if (missed)
+			logmsg("%u messages suppressed", missed);
+		start = now;
+		n = 0;
+		missed = 0;
+	}
+	if (n++ < 10)
+		return true;
+	missed++;
+	return false;
+}
+
+/* ----- doorbells ----- */
+
+/*
+ * Ring the peer's vector @v.  A side uses min(its doorbells, nr_vectors)
+ * vectors; a vector at or above that is rung as vector 0.
+ */
+static void ring(unsigned int v)
+{
+	u64 one = 1;
+
+	if (v >= P.nvec)
+		v = PCINET_VEC_LINK;
+	if (P.peer_id < 0 || v >= P.peer_nfd)
+		return;
+	if (write(P.peer_efd[v], &one, sizeof(one)) == sizeof(one))
+		P.doorbells_out++;
+}
+
+/* ----- the control block we write (in the peer's inbox) ----- */
+
+static void put(__le32 *w, u32 v)
+{
+	WRITE_ONCE(*w, cpu_to_le32(v));
+}
+
+static u32 get(const __le32 *w)
+{
+	return le32_to_cpu(READ_ONCE(*w));
+}
+
+static u32 get_acquire(const __le32 *w)
+{
+	return le32_to_cpu(pcinet_load_acquire(w));
+}
+
+static u32 peer_epoch_now(void)
+{
+	return get_acquire(&P.hdr->attach_epoch[P.peer]);
+}
+
+/* Zero our indices of every channel, and our local copies. */
+static void zero_indices(void)
+{
+	int c;
+
+	for (c = 0; c < PCINET_NR_CHAN; c++) {
+		pcinet_tx_reset(&P.ch[c].tx);
+		pcinet_rx_reset(&P.ch[c].rx);
+		P.ch[c].need_space = false;
+		P.ch[c].bad = 0;
+		P.ch[c].out_len = 0;
+	}
+}
+
+static void set_carrier(void)
+{
+	bool on = P.up && (P.peer_open & (1U << PCINET_CHAN_NET));
+
+	if (on == P.carrier)
+		return;
+	P.carrier = on;
+	tap_set_carrier(P.tap, on);
+	P.status_dirty = true;
+}
+
+/* Step 6: the only way down. */
+static void link_reset(const char *why)
+{
+	if (P.up && ratelimit())
+		logmsg("link down: %s (gen 0x%08x)", why, P.gen);
+	else if (P.verbose)
+		logmsg("reset while down: %s (gen 0x%08x)", why, P.gen);
+	P.last_why = why;
+	P.up = false;
+	set_carrier();
+	zero_indices();
+	P.gen++;
+	if (!P.gen)
+		P.gen = 1;
+	P.synced_gen = 0;
+	put(&P.out->peer_gen, 0);
+	put(&P.out->ack_gen, 0);
+	/* L1: pairs with L2 in the peer; zeroed indices before the new gen */
+	pcinet_store_release(&P.out->gen, cpu_to_le32(P.gen));
+	ring(PCINET_VEC_LINK);
+	P.down_since_ms = now_ms();
+	P.resets++;
+	P.status_dirty = true;
+}
+
+/* Step 5, sync: adopt the peer's generation @their_gen. */
+static void link_sync(u32 their_gen)
+{
+	zero_indices();
+	P.synced_gen = their_gen;
+	P.peer_beat_ms = now_ms();
+	put(&P.out->ack_gen, P.gen);
+	/* L1: pairs with L2 in the peer; indices and ack_gen first */
+	pcinet_store_release(&P.out->peer_gen, cpu_to_le32(their_gen));
+	ring(PCINET_VEC_LINK);
+	if (P.verbose)
+		logmsg("synced to peer gen 0x%08x (ours 0x%08x)", their_gen, P.gen);
+}
+
+static void link_up(void)
+{
+	P.up = true;
+	P.ups++;
+	P.peer_beat_ms = now_ms();
+	if (ratelimit())
+		logmsg("link up (gen 0x%08x, peer gen 0x%08x, peer features 0x%x)",
+		       P.gen, P.synced_gen, get(&P.in->features));
+	set_carrier();
+	P.status_dirty = true;
+}
+
+/* Steps 5 and 11: the handshake, and the peer's open channels. */
+static void link_run(void)
+{
+	struct peer_hs h;
+	enum peer_act act;
+	const char *why = "";
+	u32 epoch, open;
+	int round;
+
+	epoch = peer_epoch_now();
+	if (epoch != P.peer_epoch) {
+		P.peer_epoch = epoch;
+		if (P.synced_gen)
+			link_reset("peer's attach epoch changed");
+	}
+	/* SYNC and RESTART ask again; the answer is then UP or WAIT */
+	for (round = 0; round < 3; round++) {
+		h.gen = P.gen;
+		h.synced_gen = P.synced_gen;
+		h.up = P.up;
+		/* L2: pairs with L1 in the peer */
+		h.their_gen = get_acquire(&P.in->gen);
+		h.magic = get(&P.in->magic);
+		/* L2: ack_gen is stored before peer_gen */
+		h.their_peer_gen = get_acquire(&P.in->peer_gen);
+		h.their_ack_gen = get(&P.in->ack_gen);
+		act = peer_hs_decide(&h, &why);
+		if (act == PEER_SYNC) {
+			link_sync(h.their_gen);
+			continue;
+		}
+		if (act == PEER_RESTART) {
+			link_reset(why);
+			link_sync(h.their_gen);
+			continue;
+		}
+		if (act == PEER_UP)
+			link_up();
+		else if (act == PEER_RESET)
+			link_reset(why);
+		break;
+	}
+	open = get(&P.in->chan_open);
+	if (open != P.peer_open) {
+		P.peer_open = open;
+		P.status_dirty = true;
+	}
+	set_carrier();
+}
+
+/*
+ * Step 12: an impossible index or record.  A reset of our own only if
+ * the peer still runs the generation we synchronised with; otherwise it
+ * is resetting and the handshake resyncs us.
+ */
+static void proto_error(int c, const char *what)
+{
+	u32 gen = get_acquire(&P.in->gen);
+
+	if (ratelimit())
+		logmsg("%s: bad peer data (%s)",
+		       c == PCINET_CHAN_NET ? "net" : "tty", what);
+	if (P.synced_gen && gen == P.synced_gen)
+		link_reset("protocol error");
+	link_run();
+}
+
+/* ----- records ----- */
+
+static u32 rec_crc(const struct pcinet_rec *rec, const void *data, u32 len)
+{
+	u32 crc = crc32c_update(~0U, rec, offsetof(struct pcinet_rec, crc));
+
+	return ~crc32c_update(crc, data, len);
+}
+
+/*
+ * Step 8: put the pending record of channel @c on the ring.
+ * Return: 1 done, 0 no room (need_space set), -1 protocol error.
+ */
+static int chan_put(int c)
+{
+	struct chan *ch = &P.ch[c];
+	struct pcinet_span sp;
+	struct pcinet_rec rec;
+	int size;
+
+	size = pcinet_tx_reserve(&ch->tx, ch->out_len, &sp);
+	if (size == 0) {
+		size = pcinet_tx_wait_space(&ch->tx);
+		if (size < 0)
+			goto bad;
+		ch->need_space = true;
+		if ((u32)size < pcinet_rec_size(ch->out_len))
+			return 0;
+		size = pcinet_tx_reserve(&ch->tx, ch->out_len, &sp);
+		if (size <= 0)
+			goto bad;
+	}
+	if (size < 0)
+		goto bad;
+	if (ch->need_space) {
+		pcinet_tx_space_ok(&ch->tx);
+		ch->need_space = false;
+	}
+	memset(&rec, 0, sizeof(rec));
+	rec.len = cpu_to_le32(ch->out_len);
+	if (c == PCINET_CHAN_NET)
+		rec.vnet = ch->out_vnet;
+	rec.flags = cpu_to_le16(PCINET_REC_F_CRC);
+	rec.crc = cpu_to_le32(rec_crc(&rec, ch->out_buf, ch->out_len));
+	pcinet_tx_write(&ch->tx, 0, &rec, sizeof(rec));
+	pcinet_tx_write(&ch->tx, sizeof(rec), ch->out_buf, ch->out_len);
+	/* A: in pcinet_tx_commit(), record before prod */
+	pcinet_tx_commit(&ch->tx, size);
+	ch->tx_recs++;
+	ch->tx_bytes += ch->out_len;
+	ch->out_len = 0;
+	return 1;
+bad:
+	proto_error(c, "impossible consumer index");
+	return -1;
+}
+
+/* Read one frame (or tty chunk) from the host side; false if none. */
+static bool host_read(int c)
+{
+	struct chan *ch = &P.ch[c];
+	struct iovec iov[2];
+	ssize_t n;
+
+	if (c == PCINET_CHAN_TTY) {
+		n = read(P.pty, ch->out_buf, PCINET_TTY_REC_MAX);
+		if (n <= 0)
+			return false;
+		ch->out_len = n;
+		return true;
+	}
+	iov[0].iov_base = &ch->out_vnet;
+	iov[0].iov_len = TAP_VNET_HDR_LEN;
+	iov[1].iov_base = ch->out_buf;
+	iov[1].iov_len = FRAME_MAX;
+	n = readv(P.tap, iov, 2);
+	if (n <= TAP_VNET_HDR_LEN)
+		return false;
+	n -= TAP_VNET_HDR_LEN;
+	if (!P.carrier || n > PCINET_NET_MAX_LEN) {
+		ch->drops++;
+		return true;	/* consumed, nothing to send */
+	}
+	ch->out_len = n;
+	return true;
+}
+
+/*
+ * Producer side of channel @c: move host data into the ring.
+ * Return: true if there may be more to do right away.
+ */
+static bool chan_tx(int c)
+{
+	struct chan *ch = &P.ch[c];
+	bool more = false;
+	int n, r;
+
+	for (n = 0; n < BUDGET; n++) {
+		if (!ch->out_len) {
+			if (!host_read(c))
+				break;
+			if (!ch->out_len)
+				continue;
+		}
+		if (!P.up)
+			break;
+		r = chan_put(c);
+		if (r < 0)
+			return false;
+		if (r == 0)
+			break;
+		if (n == BUDGET - 1)
+			more = true;
+	}
+	/* E: in pcinet_tx_end_batch() */
+	if (P.up && pcinet_tx_end_batch(&ch->tx))
+		ring(pcinet_chan_vector(c));
+	return more;
+}
+
+/* Deliver a checked record's payload to the host side. */
+static void host_write(int c, const struct pcinet_rec *rec, u8 *buf, u32 len)
+{
+	struct chan *ch = &P.ch[c];
+	struct iovec iov[2];
+
+	if (c == PCINET_CHAN_TTY) {
+		ch->in_buf = buf;
+		ch->in_len = len;
+		ch->in_off = 0;
+		return;
+	}
+	if (len < ETH_HLEN_MIN) {
+		ch->len_errors++;
+		return;
+	}
+	iov[0].iov_base = (void *)&rec->vnet;
+	iov[0].iov_len = TAP_VNET_HDR_LEN;
+	iov[1].iov_base = buf;
+	iov[1].iov_len = len;
+	if (writev(P.tap, iov, 2) < 0)
+		ch->drops++;
+}
+
+/* tty: push what we took from the ring into the pty; true when empty. */
+static bool tty_flush(void)
+{
+	struct chan *ch = &P.ch[PCINET_CHAN_TTY];
+	ssize_t n;
+
+	while (ch->in_off < ch->in_len) {
+		n = write(P.pty, ch->in_buf + ch->in_off, ch->in_len - ch->in_off);
+		if (n <= 0)
+			return false;
+		ch->in_off += n;
+	}
+	ch->in_len = 0;
+	ch->in_off = 0;
+	return true;
+}
+
+/*
+ * Step 9: consumer side of channel @c.
+ * Return: true if there may be more to do right away.
+ */
+static bool chan_rx(int c, u8 *buf)
+{
+	struct chan *ch = &P.ch[c];
+	u32 max = c == PCINET_CHAN_NET ? PCINET_NET_MAX_LEN : PCINET_TTY_REC_MAX;
+	struct pcinet_rec rec;
+	bool ok;
+	u32 len;
+	int n, size;
+
+	for (n = 0; n < BUDGET; n++) {
+		if (c == PCINET_CHAN_TTY && !tty_flush())
+			break;		/* the pty is full: end-to-end flow control */
+		/* B: in pcinet_rx_avail(); header copied out, then checked */
+		size = pcinet_rx_peek_rec(&ch->rx, &rec, max);
+		if (size < 0) {
+			proto_error(c, "impossible producer index or record length");
+			return false;
+		}
+		if (size == 0) {
+			/* C, H: in pcinet_rx_give_back() */
+			if (pcinet_rx_give_back(&ch->rx))
+				ring(pcinet_chan_vector(c));
+			/* F: in pcinet_rx_arm() */
+			if (!pcinet_rx_arm(&ch->rx))
+				return false;
+			continue;
+		}
+		len = le32_to_cpu(rec.len);
+		pcinet_rx_read(&ch->rx, sizeof(rec), buf, len);
+		pcinet_rx_consume(&ch->rx, size);
+		if (pcinet_rx_give_back_due(&ch->rx) &&
+		    pcinet_rx_give_back(&ch->rx))
+			ring(pcinet_chan_vector(c));
+		/* our copy is checked, never the window */
+		if (le16_to_cpu(rec.flags) & PCINET_REC_F_CRC)
+			ok = rec_crc(&rec, buf, len) == le32_to_cpu(rec.crc);
+		else
+			ok = c == PCINET_CHAN_NET && !P.integrity;
+		if (!ok) {
+			ch->crc_errors++;
+			if (++ch->bad >= BAD_RESET) {
+				proto_error(c, "bad records in a row");
+				return false;
+			}
+			continue;
+		}
+		ch->bad = 0;
+		ch->rx_recs++;
+		ch->rx_bytes += len;
+		host_write(c, &rec, buf, len);
+	}
+	if (pcinet_rx_give_back(&ch->rx))
+		ring(pcinet_chan_vector(c));
+	return n == BUDGET;
+}
+
+static u8 *net_rx_buf, *tty_rx_buf;
+
+/* Serve every channel once; true if any has more to do now. */
+static bool serve(void)
+{
+	bool more = false;
+
+	if (!P.up) {
+		/* frames the stack sent before the carrier went: drop */
+		chan_tx(PCINET_CHAN_NET);
+		return false;
+	}
+	more |= chan_rx(PCINET_CHAN_NET, net_rx_buf);
+	if (P.up)
+		more |= chan_rx(PCINET_CHAN_TTY, tty_rx_buf);
+	if (P.up)
+		more |= chan_tx(PCINET_CHAN_NET);
+	if (P.up)
+		more |= chan_tx(PCINET_CHAN_TTY);
+	return more && P.up;
+}
+
+/* ----- the tick ----- */
+
+static void status_write(void)
+{
+	struct chan *n = &P.ch[PCINET_CHAN_NET], *t = &P.ch[PCINET_CHAN_TTY];
+	char tmp[4096];
+	FILE *f;
+
+	if (!P.status_path)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", P.status_path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	fprintf(f, "link=%s\nside=%d\nid=%d\ngen=0x%08x\npeer_gen=0x%08x\n"
+		"carrier=%d\ndcd=%d\npeer_open=0x%x\nresets=%llu\nups=%llu\n"
+		"last_reset=%s\nifname=%s\npty=%s\n"
+		"net_tx=%llu net_tx_bytes=%llu net_rx=%llu net_rx_bytes=%llu\n"
+		"net_crc_errors=%llu net_len_errors=%llu net_drops=%llu\n"
+		"tty_tx_bytes=%llu tty_rx_bytes=%llu tty_frame_errors=%llu\n"
+		"doorbells_out=%llu doorbells_in=%llu\n",
+		P.up ? "up" : "down", P.side, P.own_id, P.gen, P.synced_gen,
+		P.carrier, P.up && (P.peer_open & (1U << PCINET_CHAN_TTY)),
+		P.peer_open, (unsigned long long)P.resets,
+		(unsigned long long)P.ups, P.last_why ? P.last_why : "-",
+		P.ifname, P.pty_path,
+		(unsigned long long)n->tx_recs, (unsigned long long)n->tx_bytes,
+		(unsigned long long)n->rx_recs, (unsigned long long)n->rx_bytes,
+		(unsigned long long)n->crc_errors,
+		(unsigned long long)n->len_errors, (unsigned long long)n->drops,
+		(unsigned long long)t->tx_bytes, (unsigned long long)t->rx_bytes,
+		(unsigned long long)t->crc_errors,
+		(unsigned long long)P.doorbells_out,
+		(unsigned long long)P.doorbells_in);
+	if (fclose(f) == 0)
+		rename(tmp, P.status_path);
+}
+
+/* Step 7, every PCINET_TICK_MS. */
+static void tick(void)
+{
+	u64 now = now_ms();
+	u32 beat, open;
+	int c, up;
+
+	P.heartbeat++;
+	put(&P.out->heartbeat, P.heartbeat);
+
+	/* soft state: every word we own, again */
+	put(&P.out->magic, PCINET_CTRL_MAGIC);
+	put(&P.out->features, PCINET_F_TTY_CRC);
+	put(&P.out->ack_gen, P.synced_gen ? P.gen : 0);
+	pcinet_store_release(&P.out->peer_gen, cpu_to_le32(P.synced_gen));
+	pcinet_store_release(&P.out->gen, cpu_to_le32(P.gen));
+	for (c = 0; c < PCINET_NR_CHAN; c++) {
+		struct chan *ch = &P.ch[c];
+
+		pcinet_tx_refresh(&ch->tx);
+		pcinet_rx_refresh(&ch->rx);
+		put(&P.out->chan[c].need_space, ch->need_space);
+		put(&P.out->chan[c].event, ch->rx.cons);
+	}
+
+	/* our open channels: the TAP's IFF_UP, and the pty (always open) */
+	open = 1U << PCINET_CHAN_TTY;
+	up = tap_is_up(P.ifname);
+	if (up > 0)
+		open |= 1U << PCINET_CHAN_NET;
+	put(&P.out->chan_open, open);
+	if (open != P.chan_open) {
+		P.chan_open = open;
+		ring(PCINET_VEC_LINK);
+		P.status_dirty = true;
+	}
+
+	/* the peer's heartbeat: any change is a beat */
+	beat = get(&P.in->heartbeat);
+	if (beat != P.peer_beat || !P.peer_beat_seen) {
+		if (beat != P.peer_beat)
+			P.peer_beat_seen = true;
+		P.peer_beat = beat;
+		P.peer_beat_ms = now;
+	}
+	if (P.up && now - P.peer_beat_ms > P.timeout_ms)
+		link_reset("peer's heartbeat silent");
+	else if (!P.up && P.peer_beat_seen &&
+		 pcinet_ctrl_live(get(&P.in->magic), get(&P.in->gen)) &&
+		 now - P.peer_beat_ms <= P.timeout_ms &&
+		 now - P.down_since_ms > P.timeout_ms)
+		link_reset("no handshake while the peer runs");
+	link_run();
+	if (P.status_dirty || now - P.status_ms >= 1000) {
+		status_write();
+		P.status_dirty = false;
+		P.status_ms = now;
+	}
+}
+
+/* ----- the fabric (ivshmem server protocol, version 0) ----- */
+
+/* One 8-byte message and at most one fd; false on EOF. */
+static bool recv_msg(int64_t *val, int *fd)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct cmsghdr *cmsg;
+	size_t got = 0;
+	u64 le;
+
+	*fd = -1;
+	while (got < sizeof(le)) {
+		struct iovec iov = { (char *)&le + got, sizeof(le) - got };
+		struct msghdr msg = {
+			.msg_iov = &iov, .msg_iovlen = 1,
+			.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
+		};
+		ssize_t r = recvmsg(P.sock, &msg, MSG_CMSG_CLOEXEC);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		for (cmsg = CMSG_FIRSTHDR(&msg); cmsg;
+		     cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+			int nfd = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+			if (cmsg->cmsg_level != SOL_SOCKET ||
+			    cmsg->cmsg_type != SCM_RIGHTS || nfd < 1)
+				continue;
+			if (*fd >= 0)
+				close(*fd);
+			memcpy(fd, CMSG_DATA(cmsg), sizeof(int));
+		}
+		got += r;
+	}
+	*val = (int64_t)le64_to_cpu(le);
+	return true;
+}
+
+static void forget_peer(void)
+{
+	unsigned int v;
+
+	for (v = 0; v < P.peer_nfd; v++)
+		close(P.peer_efd[v]);
+	P.peer_nfd = 0;
+	P.peer_id = -1;
+}
+
+/* A peer message: @id with an eventfd (one per vector, in order) or none. */
+static void peer_msg(int64_t id, int fd)
+{
+	if (id == P.own_id) {
+		if (fd >= 0 && P.own_nfd < MAX_VEC)
+			P.own_efd[P.own_nfd++] = fd;
+		else if (fd >= 0)
+			close(fd);
+		return;
+	}
+	if (id < 0 || (id & 1) == (P.own_id & 1)) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	if (fd < 0) {
+		if (id == P.peer_id) {
+			logmsg("peer id %lld left the fabric", (long long)id);
+			forget_peer();
+		}
+		return;
+	}
+	if (id != P.peer_id) {
+		forget_peer();
+		P.peer_id = id;
+		logmsg("peer id %lld joined the fabric", (long long)id);
+	}
+	if (P.peer_nfd < MAX_VEC)
+		P.peer_efd[P.peer_nfd++] = fd;
+	else
+		close(fd);
+}
+
+static void fabric_connect(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct pollfd pfd;
+	u64 deadline = now_ms() + 5000;
+	int64_t val;
+	off_t size;
+	int fd;
+	unsigned int nr;
+
+	if (strlen(P.sock_path) >= sizeof(sa.sun_path))
+		die("socket path too long");
+	memcpy(sa.sun_path, P.sock_path, strlen(P.sock_path) + 1);
+	P.sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (P.sock < 0 || connect(P.sock, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die("connect %s: %s", P.sock_path, strerror(errno));
+	pfd.fd = P.sock;
+	pfd.events = POLLIN;
+	if (poll(&pfd, 1, 5000) != 1 || !recv_msg(&val, &fd) || val != 0 || fd >= 0)
+		die("%s: no ivshmem version 0 greeting (refused?)", P.sock_path);
+	if (!recv_msg(&val, &fd) || fd >= 0 || val < 0 || val > 0xffff)
+		die("%s: bad peer id message", P.sock_path);
+	P.own_id = (int)val;
+	P.side = P.own_id & 1;
+	P.peer = !P.side;
+	if (!recv_msg(&val, &fd) || fd < 0 || val != -1)
+		die("%s: bad shared memory message", P.sock_path);
+	size = lseek(fd, 0, SEEK_END);
+	if (size < PCINET_HDR_SIZE)
+		die("window too small (%lld bytes)", (long long)size);
+	P.win = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (P.win == MAP_FAILED)
+		die("mmap window: %s", strerror(errno));
+	close(fd);
+	P.win_size = size;
+	P.hdr = (struct pcinet_win_hdr *)P.win;
+	/* steps 1, 2: P2 and every check of "The window" */
+	if (pcinet_layout_parse(P.win, P.win_size, &P.lay))
+		die("not a usable pcinet window");
+	nr = P.lay.nr_vectors;
+	/* the server sends the peers' eventfds, then our own, one per vector */
+	while (P.own_nfd < nr && P.own_nfd < MAX_VEC) {
+		int left = (int)(deadline - now_ms());
+
+		if (left <= 0 || poll(&pfd, 1, left) != 1 || !recv_msg(&val, &fd))
+			die("%s: setup did not complete", P.sock_path);
+		peer_msg(val, fd);
+	}
+	P.nvec = P.own_nfd < nr ? P.own_nfd : nr;
+}
+
+/* ----- start and stop ----- */
+
+static void link_start(void)
+{
+	int c;
+
+	P.in = (struct pcinet_ctrl *)(P.win + P.lay.ctrl_off[P.side]);
+	P.out = (struct pcinet_ctrl *)(P.win + P.lay.ctrl_off[P.peer]);
+	for (c = 0; c < PCINET_NR_CHAN; c++) {
+		const struct pcinet_ring_loc *txl = &P.lay.ring[P.peer][c];
+		const struct pcinet_ring_loc *rxl = &P.lay.ring[P.side][c];
+
+		pcinet_tx_init(&P.ch[c].tx, P.win + txl->off, txl->size,
+			       &P.out->chan[c], &P.in->chan[c]);
+		pcinet_rx_init(&P.ch[c].rx, P.win + rxl->off, rxl->size,
+			       &P.out->chan[c], &P.in->chan[c]);
+	}
+	/* step 3: start clean */
+	memset(P.out, 0, sizeof(*P.out));
+	/* step 4: a generation unlikely to repeat, odd as the driver's */
+	if (getrandom(&P.gen, sizeof(P.gen), 0) != sizeof(P.gen))
+		P.gen = (u32)now_ms() * 2654435761U;
+	P.gen |= 1;
+	P.chan_open = 1U << PCINET_CHAN_TTY;
+	if (tap_is_up(P.ifname) > 0)
+		P.chan_open |= 1U << PCINET_CHAN_NET;
+	put(&P.out->magic, PCINET_CTRL_MAGIC);
+	put(&P.out->features, PCINET_F_TTY_CRC);
+	put(&P.out->peer_gen, 0);
+	put(&P.out->ack_gen, 0);
+	put(&P.out->chan_open, P.chan_open);
+	/* L1: the zeroed block before the generation */
+	pcinet_store_release(&P.out->gen, cpu_to_le32(P.gen));
+	P.peer_epoch = peer_epoch_now();
+	P.down_since_ms = now_ms();
+	P.peer_beat = get(&P.in->heartbeat);
+	P.peer_beat_ms = now_ms();
+	ring(PCINET_VEC_LINK);
+	logmsg("started: id %d side %d gen 0x%08x, %u vectors, net ring %u KiB, ifname %s, pty %s",
+	       P.own_id, P.side, P.gen, P.nvec, P.ch[PCINET_CHAN_NET].rx.size >> 10,
+	       P.ifname, P.pty_path);
+	link_run();
+}
+
+/* Step 13. */
+static void link_stop(void)
+{
+	put(&P.out->chan_open, 0);
+	pcinet_store_release(&P.out->gen, cpu_to_le32(0));
+	ring(PCINET_VEC_LINK);
+	P.up = false;
+	tap_set_carrier(P.tap, false);
+	if (P.status_path) {
+		status_write();
+		/* leave the last status for whoever reads it: link=down */
+	}
+	if (P.pty_link)
+		unlink(P.pty_link);
+}
+
+static void on_signal(int sig)
+{
+	__atomic_store_n(&stop_sig, sig, __ATOMIC_RELAXED);
+}
+
+static __noreturn void print_usage(int status)
+{
+	fprintf(status ? stderr : stdout,
+		"usage: pcinet-peer -S SOCKET [-i IFNAME] [-l PTY_LINK] [-s STATUS_FILE]\n"
+		"                   [-t PEER_TIMEOUT_MS] [--no-offload] [--no-integrity] [-v]\n"
+		"  -S SOCKET        the fabric's (ivshmem server's) unix socket\n"
+		"  -i IFNAME        TAP interface name (default pcinet%%d)\n"
+		"  -l PTY_LINK      symlink to the tty channel's pty\n"
+		"  -s STATUS_FILE   link state and counters, rewritten on change\n"
+		"  -t MS            peer timeout (default %d)\n"
+		"  --no-offload     no checksum/TSO offload on the TAP\n"
+		"  --no-integrity   accept net records without a CRC\n",
+		PCINET_PEER_TIMEOUT_MS);
+	exit(status);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 'S' },
+		{ "ifname", required_argument, NULL, 'i' },
+		{ "link", required_argument, NULL, 'l' },
+		{ "status", required_argument, NULL, 's' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "no-offload", no_argument, NULL, 'O' },
+		{ "no-integrity", no_argument, NULL, 'N' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ }
+	};
+	struct pollfd pfd[3 + MAX_VEC];
+	struct sigaction sa = { .sa_handler = on_signal };
+	u64 next_tick, now;
+	bool more = false;
+	unsigned int v, nfd;
+	int c, ret, timeout;
+	u64 cnt;
+	int64_t val;
+	int fd;
+
+	P.ifpattern = "pcinet%d";
+	P.offload = true;
+	P.integrity = true;
+	P.timeout_ms = PCINET_PEER_TIMEOUT_MS;
+	P.peer_id = -1;
+	P.sock = -1;
+	while ((c = getopt_long(argc, argv, "S:i:l:s:t:vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'S':
+			P.sock_path = optarg;
+			break;
+		case 'i':
+			P.ifpattern = optarg;
+			break;
+		case 'l':
+			P.pty_link = optarg;
+			break;
+		case 's':
+			P.status_path = optarg;
+			break;
+		case 't':
+			P.timeout_ms = atoi(optarg);
+			if (P.timeout_ms < 2 * PCINET_TICK_MS)
+				print_usage(1);
+			break;
+		case 'O':
+			P.offload = false;
+			break;
+		case 'N':
+			P.integrity = false;
+			break;
+		case 'v':
+			P.verbose = true;
+			break;
+		case 'h':
+			print_usage(0);
+		default:
+			print_usage(1);
+		}
+	}
+	if (!P.sock_path || optind != argc)
+		print_usage(1);
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	crc32c_init();
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	net_rx_buf = malloc(FRAME_MAX);
+	tty_rx_buf = malloc(PCINET_TTY_REC_MAX);
+	P.ch[PCINET_CHAN_NET].out_buf = malloc(FRAME_MAX);
+	P.ch[PCINET_CHAN_TTY].out_buf = malloc(PCINET_TTY_REC_MAX);
+	if (!net_rx_buf || !tty_rx_buf || !P.ch[0].out_buf || !P.ch[1].out_buf)
+		die("out of memory");
+
+	P.tap = tap_open(P.ifpattern, P.ifname, sizeof(P.ifname), P.offload);
+	if (P.tap < 0)
+		die("TAP %s: %s", P.ifpattern, strerror(-P.tap));
+	tap_set_carrier(P.tap, false);
+	P.pty = pty_open(P.pty_path, sizeof(P.pty_path), &P.pty_slave);
+	if (P.pty < 0)
+		die("pty: %s", strerror(-P.pty));
+	if (P.pty_link) {
+		unlink(P.pty_link);
+		if (symlink(P.pty_path, P.pty_link) < 0)
+			die("symlink %s: %s", P.pty_link, strerror(errno));
+	}
+
+	fabric_connect();
+	printf("pcinet-peer: id=%d side=%d ifname=%s pty=%s\n", P.own_id,
+	       P.side, P.ifname, P.pty_path);
+	link_start();
+	status_write();
+	next_tick = now_ms() + PCINET_TICK_MS;
+
+	while (!__atomic_load_n(&stop_sig, __ATOMIC_RELAXED)) {
+		struct chan *tty = &P.ch[PCINET_CHAN_TTY];
+
+		nfd = 0;
+		pfd[nfd++] = (struct pollfd){ .fd = P.sock, .events = POLLIN };
+		for (v = 0; v < P.own_nfd; v++)
+			pfd[nfd++] = (struct pollfd){ .fd = P.own_efd[v],
+						      .events = POLLIN };
+		/* the TAP only while it is up (a down TAP polls as an error) */
+		pfd[nfd++] = (struct pollfd){
+			.fd = P.ch[PCINET_CHAN_NET].out_len ||
+			      !(P.chan_open & (1U << PCINET_CHAN_NET)) ? -1 : P.tap,
+			.events = POLLIN };
+		pfd[nfd] = (struct pollfd){ .fd = P.pty, .events = 0 };
+		if (P.up && !tty->out_len)
+			pfd[nfd].events |= POLLIN;
+		if (tty->in_off < tty->in_len)
+			pfd[nfd].events |= POLLOUT;
+		nfd++;
+
+		now = now_ms();
+		timeout = more ? 0 : next_tick > now ? (int)(next_tick - now) : 0;
+		ret = poll(pfd, nfd, timeout);
+		if (ret < 0 && errno != EINTR)
+			die("poll: %s", strerror(errno));
+		if (ret < 0)
+			continue;
+
+		if (pfd[0].revents) {
+			if (recv_msg(&val, &fd)) {
+				peer_msg(val, fd);
+			} else {
+				logmsg("the fabric closed the connection; going on without it");
+				close(P.sock);
+				P.sock = -1;
+			}
+		}
+		for (v = 0; v < P.own_nfd; v++) {
+			if (!(pfd[1 + v].revents & POLLIN))
+				continue;
+			if (read(P.own_efd[v], &cnt, sizeof(cnt)) != sizeof(cnt))
+				continue;
+			P.doorbells_in++;
+			/*
+			 * Vector 0 is the link; with fewer vectors than
+			 * PCINET_NR_VEC any doorbell means all of them.
+			 * Channel doorbells need nothing more than serve().
+			 */
+			if (v == PCINET_VEC_LINK || P.nvec < PCINET_NR_VEC)
+				link_run();
+		}
+		now = now_ms();
+		if (now >= next_tick) {
+			tick();
+			next_tick += PCINET_TICK_MS;
+			if (next_tick <= now)	/* we were stopped: no catch-up */
+				next_tick = now + PCINET_TICK_MS;
+		}
+		more = serve();
+		if (tty->in_len)
+			tty_flush();
+	}
+	logmsg("stopping on signal %d", stop_sig);
+	link_stop();
+	return 0;
+}
