@@ -732,9 +732,23 @@ class Bench:
                'rc=$?; cat /tmp/fio.json; [ $rc = 0 ] || cat /tmp/fio.err; exit $rc')
         seq = job.startswith('seq_')
         vms = (self.a, self.b)
-        s0 = {vm.name: snapshot(vm) for vm in vms} if seq else None
+        # CPU: /proc/stat of both guests over a window inside the measured
+        # part of the run (fio's start and ramp left out): win[1] seconds
+        # from win[0] after the start, sampled by each guest itself
+        win = (FIO_RAMP + 1, max(1, secs - 1))
+        sampler = (f'rm -f /tmp/st0 /tmp/st1; (sleep {win[0]}; head -1 /proc/stat >/tmp/st0; '
+                   f'sleep {win[1]}; head -1 /proc/stat >/tmp/st1) >/dev/null 2>&1 &')
+        if seq:
+            run(self.a, sampler)
+            cmd = sampler + ' ' + cmd
         out = run(self.b, cmd, timeout=secs + FIO_RAMP + 120)
-        s1 = {vm.name: snapshot(vm) for vm in vms} if seq else None
+        if seq:
+            st = {}
+            for vm in vms:
+                vm.wait_until('[ -s /tmp/st1 ]', win[0] + win[1] + 10,
+                              what='the /proc/stat sampler')
+                lines = run(vm, 'cat /tmp/st0 /tmp/st1').split('\n')
+                st[vm.name] = [{'cpu': [int(x) for x in l.split()[1:]]} for l in lines[:2]]
         try:
             res = json.loads(out[out.index('{'):])
             j = res['jobs'][0]
@@ -747,10 +761,10 @@ class Bench:
         if job.startswith('seq_'):
             mbs = d['bw_bytes'] / 1e6
             self.addf(target, F.storage(f'{job}_mbs'), mbs)
-            gb = d['io_bytes'] / 1e9
+            gb = d['bw_bytes'] * win[1] / 1e9	# fio's mean rate over the window
             cpu = {}
             for vm in vms:
-                busy, _ = cpu_busy_s(s0[vm.name], s1[vm.name])
+                busy, _ = cpu_busy_s(*st[vm.name])
                 cpu[vm.name] = busy / gb
                 # virtio-blk: a takes no part
                 if vm is self.b or target != 'virtio_blk':
@@ -770,14 +784,16 @@ class Bench:
 
     def make_tree(self):
         """b: /tmp/src, a source-like tree (TREE_FILES files in directories
-        of 100, sizes 128 B to 64 KiB, log-uniform; text), once."""
+        of 100, sizes 128 B to 64 KiB, about log-uniform; text), once
+        (busybox awk has no math library: no ^)."""
         out = run(self.b, f'rm -rf /tmp/src && mkdir -p /tmp/src && cd /tmp/src && '
                   f'awk -v n={TREE_FILES} \'BEGIN {{ srand(10); line = "'
                   "static int pcinet_fn(struct pcinet_ring *r, u32 len); /* text */\\n"
                   '"; blk = ""; while (length(blk) < 65536) blk = blk line; '
                   'total = 0; for (i = 0; i < n; i++) { d = sprintf("d%02d", int(i / 100)); '
                   'if (i % 100 == 0) system("mkdir " d); '
-                  'size = int(2 ^ (7 + 9 * rand())); total += size; '
+                  'e = int(9 * rand()); size = 128; while (e-- > 0) size *= 2; '
+                  'size = int(size * (1 + rand())); if (size > 65536) size = 65536; total += size; '
                   'f = sprintf("%s/f%04d.c", d, i); printf "%s", substr(blk, 1, size) > f; '
                   'close(f) } print total }\'', timeout=300)
         self.tree_bytes = int(out.split()[-1])
@@ -829,7 +845,8 @@ class Bench:
     def storage_ext4(self):
         """ext4 on the two block devices, for the folder tests."""
         for dev, mnt in (('/dev/nbd0', '/mnt/nbd'), ('/dev/vda', '/mnt/vda')):
-            run(self.b, f'mke2fs -q -F -t ext4 {dev} && mkdir -p {mnt} && '
+            run(self.b, f'mke2fs -q -F -t ext4 -E lazy_itable_init=0,lazy_journal_init=0 {dev} && '
+                f'mkdir -p {mnt} && '
                 f'mount -t ext4 {dev} {mnt}', timeout=300)
 
     def measure_storage(self):

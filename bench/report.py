@@ -96,14 +96,15 @@ def storage_md(R, w):
       'section near 6 minutes under TCG: figures move by some percent from run to run '
       '(see min–max). Latency: fio\'s completion latency percentiles (clat).')
     w('- CPU: guest busy seconds (user+nice+system+irq+softirq+steal, /proc/stat) per GB '
-      'moved, over each sequential run, on a (server) and b (client).')
+      'moved (fio\'s mean rate), over a window inside each sequential run (fio\'s start '
+      'and ramp left out), on a (server) and b (client).')
     w(f"- folder: `tar -C /tmp -cf - src | tar -C DIR -xf -; sync` of a source-like tree "
       f"generated in b's tmpfs ({st.get('tree', '')}); then the metadata loop over "
       f"{meta.get('meta_files')} empty files: create (`: >f$i`, a dash builtin), stat "
       '(`[ -e f$i ]`, builtin), unlink (one `rm -f f*`), each phase timed from '
       '/proc/uptime (10 ms), a `sync` closing create and unlink.'
       + (' On NBD and virtio-blk the folder is an ext4 made on the device (mke2fs '
-         'defaults): its stats are answered from b\'s own caches, 9P (cache=none) asks a '
+         'defaults, inode tables and journal written at mkfs time): its stats are answered from b\'s own caches, 9P (cache=none) asks a '
          'for each one.' if st.get('ext4') else ' On 9P only.') + '\n')
     cols = list(F.STORAGE_TARGETS)
     w('| figure | ' + ' | '.join(F.STORAGE_TARGETS[t] for t in cols) + ' |')
