@@ -683,7 +683,9 @@ class Bench:
         mib = STORAGE_MIB
         run(a, f'mkdir -p {SRV} && mount -t tmpfs -o size={4 * mib + 128}m tmpfs {SRV} && '
             f'mkdir -p {SRV}/export && '
-            f'dd if=/dev/urandom of={SRV}/disk.img bs=1M count={mib} 2>/dev/null', timeout=300)
+            f'dd if=/dev/urandom of={SRV}/disk.img bs=1M count={mib} 2>/dev/null && '
+            # fio's file on the 9P mount, made here: fio lays out none
+            f'cp {SRV}/disk.img {SRV}/export/fio.dat', timeout=300)
         run(a, f'qemu-storage-daemon --blockdev driver=file,node-name=f0,'
             f'filename={SRV}/disk.img,aio=threads '
             f'--nbd-server addr.type=inet,addr.host={ipa},addr.port={NBD_PORT} '
@@ -708,6 +710,12 @@ class Bench:
         rc, out = sh(b, 'blockdev --getsize64 /dev/vda')
         g['vda_size'] = out.strip() if rc == 0 else None
         g['fio'] = run(b, 'fio --version').strip()
+        # fio's start (its libraries: ~80 MB) under TCG, for the CPU window
+        out = run(b, 'read t0 _ </proc/uptime; fio --version >/dev/null; '
+                  'read t1 _ </proc/uptime; echo "start $t0 $t1"')
+        m = re.search(r'start (\S+) (\S+)', out)
+        self.fio_start = float(m.group(2)) - float(m.group(1))
+        g['fio_start_s'] = round(self.fio_start, 2)
         g['qsd'] = run(a, 'qemu-storage-daemon --version | head -1').strip()
         g['nbd_client'] = run(b, 'nbd-client -V 2>&1 | head -1').strip()
         progress(f"  NBD /dev/nbd0 {g['nbd_size']} bytes; 9P: {g['9p_mount']}; "
@@ -723,7 +731,7 @@ class Bench:
     def fio(self, target, job, rep):
         """One fio run of job (figures.FIO_JOBS) on target, on b."""
         fn = self.storage_targets()[target]
-        label, fargs = F.FIO_JOBS[job]
+        _, fargs = F.FIO_JOBS[job]
         secs = self.args.storage_secs
         cmd = (f'fio --name={job} --filename={fn} --size={STORAGE_MIB}M --direct=1 '
                f'--ioengine=io_uring {fargs} --time_based --runtime={secs} '
@@ -735,7 +743,9 @@ class Bench:
         # CPU: /proc/stat of both guests over a window inside the measured
         # part of the run (fio's start and ramp left out): win[1] seconds
         # from win[0] after the start, sampled by each guest itself
-        win = (FIO_RAMP + 1, max(1, secs - 1))
+        start = getattr(self, 'fio_start', 1.0)
+        w0 = math.ceil(start + FIO_RAMP + 0.3)
+        win = (w0, max(1, int(start + FIO_RAMP + secs - 0.3 - w0)))
         sampler = (f'rm -f /tmp/st0 /tmp/st1; (sleep {win[0]}; head -1 /proc/stat >/tmp/st0; '
                    f'sleep {win[1]}; head -1 /proc/stat >/tmp/st1) >/dev/null 2>&1 &')
         if seq:
@@ -770,7 +780,7 @@ class Bench:
                 if vm is self.b or target != 'virtio_blk':
                     self.addf(target, F.storage(f'{job}_cpu_{vm.name}_s_per_gb'), cpu[vm.name])
             progress(f'  {tl:27s} {job:10s} rep {rep}: {mbs:7.1f} MB/s  CPU s/GB '
-                     f"a {cpu['a']:5.1f}, b {cpu['b']:5.1f}")
+                     f"a {cpu['a']:5.1f}, b {cpu['b']:5.1f} (window {win[0]}+{win[1]} s)")
         elif job == 'lat_read':
             p = d['clat_ns']['percentile']
             p50, p99 = p['50.000000'] / 1000, p['99.000000'] / 1000
