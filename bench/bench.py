@@ -28,7 +28,13 @@ with min and max:
   - the ttyPCI byte throughput and echo round trip if /dev/ttyPCI0 exists
     (tools/testing/pcinet/pcinet-ttyperf), else "n/a";
   - evidence: kprobe + hist-trigger counts of every skb copy and software
-    checksum function, by caller, during one bulk run on each link.
+    checksum function, by caller, during one bulk run on each link;
+  - storage: disks and folders as users serve them across pcinet0 today,
+    NBD (qemu-storage-daemon on a, nbd-client on b) and 9P over TCP (diod
+    on a, the kernel's 9p client on b), with QEMU's own virtio-blk disk of
+    b for reference: fio sequential 1 MiB (iodepth 8) and random 4 KiB
+    (iodepth 32 and 1) I/O, guest CPU per GB, a tar copy of a source-like
+    tree and a create/stat/unlink loop (measure_storage()).
 
 Measuring and reporting are apart: this file measures and writes
 bench/results/latest.json (every figure, the runs, the trace, the
@@ -39,9 +45,13 @@ label, for both.  Progress goes to stdout.  Usage:
 
     python3 bench/bench.py [--reps N] [--secs S] [--keep] [--out DIR]
     python3 bench/bench.py --report-only [--out DIR]   (= bench/report.py)
-    python3 bench/bench.py --smoke    (boot, set up, 1 s of iperf3 per link)
+    python3 bench/bench.py --smoke    (boot, set up, 1 s of iperf3 per link,
+                                       16 MiB through NBD and 9P, sha256 checked)
+    python3 bench/bench.py --only storage   (the storage section alone, ~6 min:
+                                       results/storage.json and storage.md)
 
-Environment: BENCH_REPS, BENCH_SECS (defaults for the options); those of
+Environment: BENCH_REPS, BENCH_SECS, BENCH_STORAGE_SECS, BENCH_META_FILES
+(defaults for the options); those of
 tests/qemu/pcinet_harness.py (QEMU, PCINET_FABRIC, PCINET_BOOT_TIMEOUT).
 """
 
@@ -71,6 +81,15 @@ ROOT = h.ROOT
 TRACEFS = '/sys/kernel/tracing'
 SOCKPERF_PORT = 11111
 USER_HZ = 100
+# the storage section
+STORAGE_MIB = 128		# the NBD image, the 9P fio file, the virtio-blk disk
+NBD_PORT = 10809
+NINEP_PORT = 5640
+SRV = '/srv'			# a: tmpfs with the NBD image and the 9P export
+MNT9P = '/mnt/9p'		# b: the 9P mount
+FIO_RAMP = 1			# s of each fio run not counted
+TREE_FILES = 2000		# the tar copy's source-like tree
+STORAGE_MTU = 65535		# pcinet0's MTU for the storage section
 
 T0 = time.monotonic()
 
@@ -228,8 +247,17 @@ class Bench:
         wd = self.workdir = h.make_workdir('run.bench.')
         progress(f'building the guest initramfs (work dir {wd})')
         h.check_fresh_build()
-        initrd = h.build_initramfs(wd / 'initramfs.cpio.gz', [h.PCINET_KO], env)
+        initrd = h.build_initramfs(wd / 'initramfs.cpio.gz', [h.PCINET_KO], env,
+                                   storage=True)
         sock = wd / 'net.sock'
+        # b's virtio-blk disk (the storage section's reference): a file in
+        # the work dir, in the host's page cache like a's tmpfs image
+        disk = wd / 'vda.img'
+        with open(disk, 'wb') as f:
+            for _ in range(STORAGE_MIB):
+                f.write(os.urandom(1 << 20))
+        vda = ['-drive', f'file={disk},format=raw,if=none,id=vd0,cache=writeback,aio=threads',
+               '-device', 'virtio-blk-pci,drive=vd0']
 
         def nic(server, mac):
             nd = (f'stream,id=n0,server={"on" if server else "off"},'
@@ -241,7 +269,7 @@ class Bench:
         self.topo = h.Topology(wd, env['VMLINUZ'], initrd, dict(
             nic=True, fabric_control=False,
             vm_args={'a': nic(True, '52:54:00:77:88:01'),
-                     'b': nic(False, '52:54:00:77:88:02')}))
+                     'b': nic(False, '52:54:00:77:88:02') + vda}))
         self.a, self.b, self.fabric = self.topo.a, self.topo.b, self.topo.fabric
         self.info['qemu_cmdline_a'] = ' '.join(self.a.cmdline())
 
@@ -644,9 +672,264 @@ class Bench:
                       for k, v in summ.items() if v is not None)
         progress(f'  {LABEL[link]:17s} trace (mtu 1500, a->b, {secs}s): {s}')
 
+    # -- storage: disks and folders over TCP across pcinet0 ---------------------
+
+    def storage_setup(self):
+        """a serves a disk image (qemu-storage-daemon, NBD) and a directory
+        (diod, 9P) from a tmpfs, on pcinet0; b attaches both (nbd-client,
+        mount -t 9p) and has QEMU's virtio-blk disk (/dev/vda) besides."""
+        a, b = self.a, self.b
+        ipa = LINKS['pcinet'][1]
+        mib = STORAGE_MIB
+        run(a, f'mkdir -p {SRV} && mount -t tmpfs -o size={4 * mib + 128}m tmpfs {SRV} && '
+            f'mkdir -p {SRV}/export && '
+            f'dd if=/dev/urandom of={SRV}/disk.img bs=1M count={mib} 2>/dev/null && '
+            # fio's file on the 9P mount, made here: fio lays out none
+            f'cp {SRV}/disk.img {SRV}/export/fio.dat', timeout=300)
+        run(a, f'qemu-storage-daemon --blockdev driver=file,node-name=f0,'
+            f'filename={SRV}/disk.img,aio=threads '
+            f'--nbd-server addr.type=inet,addr.host={ipa},addr.port={NBD_PORT} '
+            f'--export type=nbd,id=e0,node-name=f0,name=disk,writable=on '
+            f'>/tmp/qsd.log 2>&1 & '
+            f'diod -f -n -l {ipa}:{NINEP_PORT} -e {SRV}/export -L /tmp/diod.log '
+            '>/tmp/diod.out 2>&1 &')
+        # each target on its own: one that fails to come up is missing
+        # from the figures (an error of the run), the others are measured
+        self.storage_up = set()
+
+        def nbd():
+            a.wait_until(f'ss -ltn | grep -q ":{NBD_PORT} "', 30,
+                         what='qemu-storage-daemon listening', show='cat /tmp/qsd.log')
+            run(b, f'nbd-client -b 4096 -N disk {ipa} {NBD_PORT} /dev/nbd0', timeout=60)
+            g['nbd_size'] = run(b, 'blockdev --getsize64 /dev/nbd0').strip()
+            self.storage_up.add('nbd_pcinet')
+
+        def ninep():
+            a.wait_until(f'ss -ltn | grep -q ":{NINEP_PORT} "', 30, what='diod listening',
+                         show='cat /tmp/diod.out /tmp/diod.log')
+            run(b, f'mkdir -p {MNT9P} && mount -t 9p -o trans=tcp,port={NINEP_PORT},'
+                f'aname={SRV}/export,version=9p2000.L {ipa} {MNT9P}', timeout=60)
+            g['9p_mount'] = run(b, f'grep " {MNT9P} " /proc/mounts').strip()
+            self.storage_up.add('ninep_pcinet')
+
+        def vda():
+            g['vda_size'] = run(b, 'blockdev --getsize64 /dev/vda').strip()
+            self.storage_up.add('virtio_blk')
+        g = self.info.setdefault('storage', {})
+        g.update(mib=STORAGE_MIB, mtu=STORAGE_MTU, ext4=self.args.storage_ext4)
+        self.attempt('NBD setup', nbd)
+        self.attempt('9P setup', ninep)
+        self.attempt('virtio-blk setup', vda)
+        g['fio'] = run(b, 'fio --version').strip()
+        # fio's start (its libraries: ~80 MB) under TCG, for the CPU window
+        out = run(b, 'read t0 _ </proc/uptime; fio --version >/dev/null; '
+                  'read t1 _ </proc/uptime; echo "start $t0 $t1"')
+        m = re.search(r'start (\S+) (\S+)', out)
+        self.fio_start = float(m.group(2)) - float(m.group(1))
+        g['fio_start_s'] = round(self.fio_start, 2)
+        g['qsd'] = run(a, 'qemu-storage-daemon --version | head -1').strip()
+        g['nbd_client'] = run(b, 'nbd-client -V 2>&1 | head -1').strip()
+        progress(f"  NBD /dev/nbd0 {g.get('nbd_size')} bytes; 9P: {g.get('9p_mount')}; "
+                 f"virtio-blk /dev/vda {g.get('vda_size')} bytes")
+
+    def storage_targets(self):
+        """target -> the file fio works on (on b)."""
+        return {'nbd_pcinet': '/dev/nbd0', 'ninep_pcinet': f'{MNT9P}/fio.dat',
+                'virtio_blk': '/dev/vda'}
+
+    def fio(self, target, job, rep):
+        """One fio run of job (figures.FIO_JOBS) on target, on b."""
+        fn = self.storage_targets()[target]
+        _, fargs = F.FIO_JOBS[job]
+        secs = self.args.storage_secs
+        cmd = (f'fio --name={job} --filename={fn} --size={STORAGE_MIB}M --direct=1 '
+               f'--ioengine=io_uring {fargs} --time_based --runtime={secs} '
+               f'--ramp_time={FIO_RAMP} --norandommap --randrepeat=0 '
+               f'--output-format=json --output=/tmp/fio.json >/tmp/fio.err 2>&1; '
+               'rc=$?; cat /tmp/fio.json; [ $rc = 0 ] || cat /tmp/fio.err; exit $rc')
+        seq = job.startswith('seq_')
+        vms = (self.a, self.b)
+        # CPU: /proc/stat of both guests over a window inside the measured
+        # part of the run (fio's start and ramp left out): win[1] seconds
+        # from win[0] after the start, sampled by each guest itself
+        start = getattr(self, 'fio_start', 1.0)
+        w0 = math.ceil(start + FIO_RAMP + 0.3)
+        win = (w0, max(1, int(start + FIO_RAMP + secs - 0.3 - w0)))
+        sampler = (f'rm -f /tmp/st0 /tmp/st1; (sleep {win[0]}; head -1 /proc/stat >/tmp/st0; '
+                   f'sleep {win[1]}; head -1 /proc/stat >/tmp/st1) >/dev/null 2>&1 &')
+        if seq:
+            run(self.a, sampler)
+            cmd = sampler + ' ' + cmd
+        out = run(self.b, cmd, timeout=secs + FIO_RAMP + 120)
+        if seq:
+            st = {}
+            for vm in vms:
+                vm.wait_until('[ -s /tmp/st1 ]', win[0] + win[1] + 10,
+                              what='the /proc/stat sampler')
+                lines = run(vm, 'cat /tmp/st0 /tmp/st1').split('\n')
+                st[vm.name] = [{'cpu': [int(x) for x in l.split()[1:]]} for l in lines[:2]]
+        try:
+            res = json.loads(out[out.index('{'):])
+            j = res['jobs'][0]
+        except (ValueError, KeyError, IndexError):
+            raise BenchError(f'fio output not understood:\n{out[-800:]}') from None
+        d = j['write'] if 'write' in job else j['read']
+        if d.get('io_bytes', 0) <= 0:
+            raise BenchError(f'fio {job} on {target} moved no bytes:\n{out[-800:]}')
+        tl = F.STORAGE_TARGETS[target]
+        if job.startswith('seq_'):
+            mbs = d['bw_bytes'] / 1e6
+            self.addf(target, F.storage(f'{job}_mbs'), mbs)
+            gb = d['bw_bytes'] * win[1] / 1e9	# fio's mean rate over the window
+            cpu = {}
+            for vm in vms:
+                busy, _ = cpu_busy_s(*st[vm.name])
+                cpu[vm.name] = busy / gb
+                # virtio-blk: a takes no part
+                if vm is self.b or target != 'virtio_blk':
+                    self.addf(target, F.storage(f'{job}_cpu_{vm.name}_s_per_gb'), cpu[vm.name])
+            progress(f'  {tl:27s} {job:10s} rep {rep}: {mbs:7.1f} MB/s  CPU s/GB '
+                     f"a {cpu['a']:5.1f}, b {cpu['b']:5.1f} (window {win[0]}+{win[1]} s)")
+        elif job == 'lat_read':
+            p = d['clat_ns']['percentile']
+            p50, p99 = p['50.000000'] / 1000, p['99.000000'] / 1000
+            self.addf(target, F.storage('lat_read_p50_us'), p50)
+            self.addf(target, F.storage('lat_read_p99_us'), p99)
+            progress(f'  {tl:27s} {job:10s} rep {rep}: p50 {p50:7.0f} us, p99 {p99:7.0f} us '
+                     f"({d['iops']:.0f} IOPS)")
+        else:
+            self.addf(target, F.storage(f'{job}_iops'), d['iops'])
+            progress(f"  {tl:27s} {job:10s} rep {rep}: {d['iops']:7.0f} IOPS")
+
+    def make_tree(self):
+        """b: /tmp/src, a source-like tree (TREE_FILES files in directories
+        of 100, sizes 128 B to 64 KiB, about log-uniform; text), once
+        (busybox awk has no math library: no ^)."""
+        out = run(self.b, f'rm -rf /tmp/src && mkdir -p /tmp/src && cd /tmp/src && '
+                  f'awk -v n={TREE_FILES} \'BEGIN {{ srand(10); line = "'
+                  "static int pcinet_fn(struct pcinet_ring *r, u32 len); /* text */\\n"
+                  '"; blk = ""; while (length(blk) < 65536) blk = blk line; '
+                  'total = 0; for (i = 0; i < n; i++) { d = sprintf("d%02d", int(i / 100)); '
+                  'if (i % 100 == 0) system("mkdir " d); '
+                  'e = int(9 * rand()); size = 128; while (e-- > 0) size *= 2; '
+                  'size = int(size * (1 + rand())); if (size > 65536) size = 65536; total += size; '
+                  'f = sprintf("%s/f%04d.c", d, i); printf "%s", substr(blk, 1, size) > f; '
+                  'close(f) } print total }\'', timeout=300)
+        self.tree_bytes = int(out.split()[-1])
+        self.info.setdefault('storage', {})['tree'] = (
+            f'{TREE_FILES} files in {(TREE_FILES + 99) // 100} directories, '
+            f'{self.tree_bytes / 1e6:.1f} MB')
+
+    def folder_dirs(self):
+        """target -> a directory on b where the folder tests write."""
+        d = {'ninep_pcinet': f'{MNT9P}/work'}
+        if self.args.storage_ext4:
+            d.update({'nbd_pcinet': '/mnt/nbd/work', 'virtio_blk': '/mnt/vda/work'})
+        return d
+
+    def folder(self, target, rep):
+        """tar copy of /tmp/src into the target's directory, then the
+        metadata loop: create, stat, unlink N empty files (dash builtins
+        for create and stat, one busybox rm for the unlinks)."""
+        d = self.folder_dirs()[target]
+        tl = F.STORAGE_TARGETS[target]
+        n = self.args.meta_files
+        # on its mount, never on the initramfs if that is missing
+        out = run(self.b, f'mountpoint -q {os.path.dirname(d)} && '
+                  f'rm -rf {d} && mkdir -p {d} && sync && '
+                  'read t0 _ </proc/uptime && '
+                  f'tar -C /tmp -cf - src | tar -C {d} -xf - && sync && '
+                  'read t1 _ </proc/uptime && echo "tar $t0 $t1" && '
+                  f'rm -rf {d}/src && sync', timeout=600)
+        m = re.search(r'tar ([0-9.]+) ([0-9.]+)', out)
+        secs = max(0.01, float(m.group(2)) - float(m.group(1)))
+        self.addf(target, F.storage('tar_mbs'), self.tree_bytes / 1e6 / secs)
+        self.addf(target, F.storage('tar_files_per_s'), TREE_FILES / secs)
+        out = run(self.b, f'mkdir -p {d}/meta && cd {d}/meta && '
+                  'read t0 _ </proc/uptime; '
+                  f'i=0; while [ $i -lt {n} ]; do : >f$i; i=$((i + 1)); done; sync; '
+                  'read t1 _ </proc/uptime; '
+                  f'i=0; while [ $i -lt {n} ]; do [ -e f$i ] || echo "missing f$i"; '
+                  'i=$((i + 1)); done; read t2 _ </proc/uptime; '
+                  'rm -f f*; sync; read t3 _ </proc/uptime; '
+                  'echo "meta $t0 $t1 $t2 $t3"; cd / && rmdir ' + f'{d}/meta', timeout=900)
+        if 'missing' in out:
+            raise BenchError(f'{tl}: created files missing:\n{out[-500:]}')
+        t = [float(x) for x in re.search(r'meta (\S+) (\S+) (\S+) (\S+)', out).groups()]
+        rates = [n / max(0.01, t[i + 1] - t[i]) for i in range(3)]
+        for what, r in zip(('create', 'stat', 'unlink'), rates):
+            self.addf(target, F.storage(f'meta_{what}_per_s'), r)
+        progress(f'  {tl:27s} folder     rep {rep}: tar {self.tree_bytes / 1e6 / secs:6.1f} MB/s '
+                 f'({TREE_FILES / secs:5.0f} files/s); {n} files: create {rates[0]:5.0f}/s, '
+                 f'stat {rates[1]:6.0f}/s, unlink {rates[2]:6.0f}/s')
+
+    def storage_ext4(self):
+        """ext4 on the two block devices, for the folder tests."""
+        for t, dev, mnt in (('nbd_pcinet', '/dev/nbd0', '/mnt/nbd'),
+                            ('virtio_blk', '/dev/vda', '/mnt/vda')):
+            if t not in self.storage_up:
+                continue
+            run(self.b, f'mke2fs -q -F -t ext4 -E lazy_itable_init=0,lazy_journal_init=0 {dev} && '
+                f'mkdir -p {mnt} && '
+                f'mount -t ext4 {dev} {mnt}', timeout=300)
+
+    def measure_storage(self):
+        reps = self.reps
+        secs = self.args.storage_secs
+        targets = list(self.storage_targets())
+        self.info['storage_plan'] = (
+            f'fio {secs} s per run after a {FIO_RAMP} s ramp (io_uring, O_DIRECT, '
+            f'{STORAGE_MIB} MiB device or file), {reps} repetitions, interleaved target by '
+            f'target within each job; folder: tar of {TREE_FILES} files and a metadata loop '
+            f'over {self.args.meta_files} files, {reps} repetitions'
+            + ('; folder tests on ext4 on NBD and virtio-blk too' if self.args.storage_ext4 else ''))
+        progress('plan: ' + self.info['storage_plan'])
+        self.set_mtu('pcinet', STORAGE_MTU)
+        self.storage_setup()
+        targets = [t for t in targets if t in self.storage_up]
+        for rep in range(1, reps + 1):
+            for job in F.FIO_JOBS:
+                for target in targets:
+                    self.attempt(f'{target} fio {job}', self.fio, target, job, rep)
+        self.attempt('storage tree', self.make_tree)
+        if not getattr(self, 'tree_bytes', None):
+            return
+        if self.args.storage_ext4:
+            self.attempt('ext4 on the block devices', self.storage_ext4)
+        for rep in range(1, reps + 1):
+            for target in self.folder_dirs():
+                if target in self.storage_up:
+                    self.attempt(f'{target} folder', self.folder, target, rep)
+
+    def storage_smoke(self):
+        """--smoke: 16 MiB of a pattern written through NBD from b, its
+        sha256 read back on b and in a's image; a file through 9P, the same."""
+        a, b = self.a, self.b
+        self.storage_setup()
+        if self.errors:
+            raise BenchError('storage setup: ' + '; '.join(self.errors))
+        out = run(b, 'dd if=/dev/urandom of=/tmp/pat bs=1M count=16 2>/dev/null && '
+                  'sha256sum </tmp/pat && '
+                  'dd if=/tmp/pat of=/dev/nbd0 bs=1M oflag=direct 2>/dev/null && '
+                  'blockdev --flushbufs /dev/nbd0 && '
+                  'dd if=/dev/nbd0 bs=1M count=16 iflag=direct 2>/dev/null | sha256sum && '
+                  f'cp /tmp/pat {MNT9P}/pat && sync', timeout=300)
+        want, back = out.split()[0], out.split()[2]
+        srv = run(a, f'head -c 16777216 {SRV}/disk.img | sha256sum; sha256sum <{SRV}/export/pat',
+                  timeout=120).split()
+        got = {'NBD, read back on b': back, "NBD, a's image": srv[0], "9P, a's file": srv[2]}
+        bad = [k for k, v in got.items() if v != want]
+        if bad:
+            raise BenchError(f'storage: sha256 differs ({", ".join(bad)}): want {want}, got {got}')
+        progress(f'  storage: 16 MiB through NBD and 9P intact (sha256 {want[:16]}...)')
+
     # -- the plan ---------------------------------------------------------------
 
     def measure(self):
+        if self.args.only == 'storage':
+            progress('== storage: disks and folders over TCP across pcinet0 (only this section)')
+            self.measure_storage()
+            return
         reps = self.reps
         links = list(LINKS)
         self.info['plan'] = (f'{reps} repetitions x {self.secs}s per iperf3 figure; TCP a->b and '
@@ -725,6 +1008,12 @@ class Bench:
         except BenchError as e:
             self.error('trace', e)
 
+        progress('== storage: disks and folders over TCP across pcinet0')
+        try:
+            self.measure_storage()
+        except BenchError as e:
+            self.error('storage', e)
+
     def estimate(self):
         per_iperf = self.secs + 2.0
         n = self.reps * (len(MTUS) * len(LINKS) * 4 + 2 + 4)
@@ -790,6 +1079,10 @@ class Bench:
         # tty: n/a unless measured
         for k, _, _ in F.TTY:
             R.setdefault(k, 'n/a')
+        # the virtio transport over pcinet: not built yet
+        for t in F.STORAGE_PENDING:
+            for k, _, _ in F.STORAGE:
+                R[F.key(t, k)] = 'not built yet'
         # virtio's best MTU per figure
         for d in F.DIRS:
             for tag in F.STREAMS.values():
@@ -943,6 +1236,7 @@ def smoke(args):
         for link in LINKS:
             res = bench.iperf(LINKS[link][2], 1)
             progress(f'  {LABEL[link]:17s} iperf3 1 s: {h.iperf3_mbps(res):.0f} Mbit/s')
+        bench.storage_smoke()
         splats = [s for vm in (bench.a, bench.b) for s in h.dmesg_check(vm.console_log())]
         if splats:
             raise BenchError(f'kernel splat: {splats[0]}')
@@ -966,7 +1260,20 @@ def main(argv=None):
                     'OUT/latest.json (bench/report.py)')
     ap.add_argument('--smoke', action='store_true',
                     help='a minute\'s check of the machinery: boot, set the guests up, one '
-                    '1 s iperf3 per link, tear down; no figure is kept, nothing written')
+                    '1 s iperf3 per link, 16 MiB through NBD and 9P checked by sha256, '
+                    'tear down; no figure is kept, nothing written')
+    ap.add_argument('--only', choices=('storage',),
+                    help='measure one section only; its results go to OUT/<section>.json '
+                    'and .md (latest.* stay as they are)')
+    ap.add_argument('--storage-secs', type=int,
+                    default=int(os.environ.get('BENCH_STORAGE_SECS', '4')),
+                    help='seconds of each fio run of the storage section (after a '
+                    f'{FIO_RAMP} s ramp)')
+    ap.add_argument('--meta-files', type=int,
+                    default=int(os.environ.get('BENCH_META_FILES', '2000')),
+                    help='files of the storage section\'s metadata loop')
+    ap.add_argument('--no-storage-ext4', dest='storage_ext4', action='store_false',
+                    help='folder tests on 9P only, not on ext4 on NBD and virtio-blk')
     args = ap.parse_args(argv)
     out = Path(args.out)
     if args.report_only:
@@ -981,7 +1288,9 @@ def main(argv=None):
 
     meta = {'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
             'host': host_info(), 'git': git_info(), 'reps': args.reps, 'secs': args.secs,
-            'other_qemus': qemu_others()}
+            'storage_secs': args.storage_secs, 'meta_files': args.meta_files,
+            'only': args.only, 'other_qemus': qemu_others()}
+    stem = args.only or 'latest'		# the results' file names
     meta['load_start'] = ', '.join(f'{x:.2f}' for x in os.getloadavg())
     progress(f"pcinet bench: {meta['host']['qemu']}; {meta['host']['cores']} cores; "
              f"{meta['other_qemus']} other QEMU processes running; load {meta['load_start']}")
@@ -1012,6 +1321,8 @@ def main(argv=None):
     try:
         meta['guest'] = bench.info.get('guest', {})
         meta['plan'] = bench.info.get('plan', '')
+        meta['storage_plan'] = bench.info.get('storage_plan', '')
+        meta['storage'] = bench.info.get('storage', {})
         meta['splats'] = splats
         meta['load_end'] = ', '.join(f'{x:.2f}' for x in os.getloadavg())
         meta['run_time_min'] = (time.monotonic() - T0) / 60
@@ -1025,19 +1336,19 @@ def main(argv=None):
         doc['runs'] = bench.runs
         doc['errors'] = bench.errors
         doc['notes'] = bench.notes
-        tmp = out / 'latest.json.tmp'
+        tmp = out / f'{stem}.json.tmp'
         tmp.write_text(json.dumps(doc, indent=1, sort_keys=False, default=str) + '\n')
-        tmp.replace(out / 'latest.json')
-        if bench.a is not None:
+        tmp.replace(out / f'{stem}.json')
+        if bench.a is not None and not args.only:
             report.write_png(out / 'latest.png', doc)
-        report.write_md(out / 'latest.md', doc)
+        report.write_md(out / f'{stem}.md', doc)
     finally:
         bench.teardown()
     if splats:
         progress(f'kernel splats on the guest consoles: {splats[0]}')
         rc = rc or 1
     met = [t for t in R['targets'] if t['met'] is not None]
-    progress(f"done in {(time.monotonic() - T0) / 60:.1f} min: {out / 'latest.md'}; targets met "
+    progress(f"done in {(time.monotonic() - T0) / 60:.1f} min: {out / f'{stem}.md'}; targets met "
              f"{sum(1 for t in met if t['met'])}/{len(met)}"
              + (f'; {len(bench.errors)} errors' if bench.errors else ''))
     return rc

@@ -135,7 +135,53 @@ def trace(name):
     return f'trace.{name}'
 
 
-UNITS = {name: unit for name, _, unit in UDP + LATENCY}
+# The storage section (bench.py --only storage): disks and folders as users
+# serve them across the link today, and QEMU's own virtio-blk for scale.
+# A figure's key is "<target>.<name>" with name from STORAGE, e.g.
+# "nbd_pcinet.storage.seq_read_mbs".  Targets: name -> label; the last two
+# are the virtio transport over pcinet, not built yet: empty columns.
+STORAGE_TARGETS = {
+    'nbd_pcinet': 'NBD over pcinet0',
+    'ninep_pcinet': '9P/TCP over pcinet0',
+    'virtio_blk': 'QEMU virtio-blk (reference)',
+    'vblk_pcinet': 'virtio-blk over pcinet',
+    'vfs_pcinet': 'virtio-fs over pcinet',
+}
+STORAGE_PENDING = ('vblk_pcinet', 'vfs_pcinet')	# not built yet
+# fio jobs: name -> (label, fio arguments)
+FIO_JOBS = {
+    'seq_read': ('sequential read, 1 MiB, iodepth 8', '--rw=read --bs=1M --iodepth=8'),
+    'seq_write': ('sequential write, 1 MiB, iodepth 8', '--rw=write --bs=1M --iodepth=8'),
+    'rand_read': ('random read, 4 KiB, iodepth 32', '--rw=randread --bs=4k --iodepth=32'),
+    'rand_write': ('random write, 4 KiB, iodepth 32', '--rw=randwrite --bs=4k --iodepth=32'),
+    'lat_read': ('random read, 4 KiB, iodepth 1', '--rw=randread --bs=4k --iodepth=1'),
+}
+# (name, label, unit), per storage target
+STORAGE = (
+    ('storage.seq_read_mbs', 'sequential read, 1 MiB, iodepth 8, MB/s', 'MB/s'),
+    ('storage.seq_write_mbs', 'sequential write, 1 MiB, iodepth 8, MB/s', 'MB/s'),
+    ('storage.rand_read_iops', 'random read, 4 KiB, iodepth 32, IOPS', 'IOPS'),
+    ('storage.rand_write_iops', 'random write, 4 KiB, iodepth 32, IOPS', 'IOPS'),
+    ('storage.lat_read_p50_us', 'random read, 4 KiB, iodepth 1, p50 latency, µs', 'us'),
+    ('storage.lat_read_p99_us', 'random read, 4 KiB, iodepth 1, p99 latency, µs', 'us'),
+    ('storage.seq_read_cpu_a_s_per_gb', 'sequential read: CPU of a (server), s/GB', 's/GB'),
+    ('storage.seq_read_cpu_b_s_per_gb', 'sequential read: CPU of b (client), s/GB', 's/GB'),
+    ('storage.seq_write_cpu_a_s_per_gb', 'sequential write: CPU of a (server), s/GB', 's/GB'),
+    ('storage.seq_write_cpu_b_s_per_gb', 'sequential write: CPU of b (client), s/GB', 's/GB'),
+    ('storage.tar_mbs', 'tar copy of the tree onto the target, MB/s', 'MB/s'),
+    ('storage.tar_files_per_s', 'tar copy of the tree onto the target, files/s', 'files/s'),
+    ('storage.meta_create_per_s', 'metadata: create, files/s', 'files/s'),
+    ('storage.meta_stat_per_s', 'metadata: stat, files/s', 'files/s'),
+    ('storage.meta_unlink_per_s', 'metadata: unlink, files/s', 'files/s'),
+)
+
+
+def storage(name):
+    """A storage figure name: 'storage.' + name (name without the prefix)."""
+    return f'storage.{name}'
+
+
+UNITS = {name: unit for name, _, unit in UDP + LATENCY + STORAGE}
 UNITS.update({k: unit for k, _, unit in TTY})
 
 

@@ -68,8 +68,57 @@ def ratio_cell(ratios, k):
     return f'{v:.2f}×' if v is not None else 'n/a'
 
 
+def storage_md(R, w):
+    """The storage section (bench.py measure_storage) into w()."""
+    meta = R['meta']
+    st = meta.get('storage', {})
+    w('## Storage: disks and folders over TCP across pcinet0\n')
+    if not any(F.key(t, k) in R for t in F.STORAGE_TARGETS if t not in F.STORAGE_PENDING
+               for k, _, _ in F.STORAGE):
+        w('Not measured in this run (`python3 bench/bench.py --only storage`).\n')
+        return
+    w('What users do today to give the board a disk or a folder of the host: a (the host) '
+      'serves, b (the board) uses, over TCP on pcinet0 (10.77.0.x, MTU '
+      f"{st.get('mtu', 65535)}). **NBD**: `qemu-storage-daemon` on a exports a "
+      f"{st.get('mib', 128)} MiB image in a's tmpfs (file driver, aio=threads), "
+      '`nbd-client -b 4096` on b (/dev/nbd0, one connection). **9P/TCP**: `diod -n` on a '
+      "exports a directory of a's tmpfs, b mounts it with `mount -t 9p -o trans=tcp,"
+      f"version=9p2000.L` (default cache=none; {st.get('9p_mount', '')}). **QEMU "
+      'virtio-blk**: the reference, what a VM gets: a virtio-blk-pci disk of b backed by a '
+      'raw file in the host\'s page cache (cache=writeback, aio=threads); a takes no part '
+      '(its CPU is not counted, nor QEMU\'s own threads on the host). The last two columns '
+      'are the virtio transport over pcinet, not built yet.\n')
+    w(f"- plan: {meta.get('storage_plan', '')}. Figures: median (min–max) of the "
+      'repetitions.')
+    w(f"- fio ({st.get('fio', '')}) on b: `--direct=1 --ioengine=io_uring --time_based "
+      f"--runtime={meta.get('storage_secs')} --ramp_time=1`, on /dev/nbd0, on a "
+      f"{st.get('mib', 128)} MiB file on the 9P mount, on /dev/vda. Runs are short to keep the "
+      'section near 6 minutes under TCG: figures move by some percent from run to run '
+      '(see min–max). Latency: fio\'s completion latency percentiles (clat).')
+    w('- CPU: guest busy seconds (user+nice+system+irq+softirq+steal, /proc/stat) per GB '
+      'moved (fio\'s mean rate), over a window inside each sequential run (fio\'s start '
+      'and ramp left out), on a (server) and b (client).')
+    w(f"- folder: `tar -C /tmp -cf - src | tar -C DIR -xf -; sync` of a source-like tree "
+      f"generated in b's tmpfs ({st.get('tree', '')}); then the metadata loop over "
+      f"{meta.get('meta_files')} empty files: create (`: >f$i`, a dash builtin), stat "
+      '(`[ -e f$i ]`, builtin), unlink (one `rm -f f*`), each phase timed from '
+      '/proc/uptime (10 ms), a `sync` closing create and unlink.'
+      + (' On NBD and virtio-blk the folder is an ext4 made on the device (mke2fs '
+         'defaults, inode tables and journal written at mkfs time): its stats are answered from b\'s own caches, 9P (cache=none) asks a '
+         'for each one.' if st.get('ext4') else ' On 9P only.') + '\n')
+    cols = list(F.STORAGE_TARGETS)
+    w('| figure | ' + ' | '.join(F.STORAGE_TARGETS[t] for t in cols) + ' |')
+    w('|---|' + '---|' * len(cols))
+    for k, lab, _ in F.STORAGE:
+        w(f'| {lab} | ' + ' | '.join(cell(R, F.key(t, k)) for t in cols) + ' |')
+    w('')
+
+
 def write_md(path, R):
-    """latest.md from the results document R (latest.json)."""
+    """latest.md from the results document R (latest.json); for a run of
+    one section (bench.py --only) that section alone."""
+    if R['meta'].get('only'):
+        return write_section_md(path, R)
     meta = R['meta']
     ratios = R['ratios']
     runs, trace = R.get('runs', []), R.get('trace', {})
@@ -276,6 +325,7 @@ def write_md(path, R):
             f'{k} {fmt(v) if isinstance(v, float) else v}' for k, v in s.items() if v is not None) + '.\n')
     if notes.get('trace'):
         w('Probes that could not be set: ' + '; '.join(notes['trace']).replace('\n', ' ') + '\n')
+    storage_md(R, w)
     w('## Notes\n')
     w('- Cut to fit 20 minutes on 2 cores: UDP and latency are measured at MTU 1500 only '
       '(64-byte payloads and pings do not depend on the MTU); UDP one direction (a→b); the '
@@ -298,6 +348,39 @@ def write_md(path, R):
     w('')
     w('Raw data: latest.json (each figure: median, min, max, n, unit, reps; `ratios`: '
       'pcinet ÷ virtio for every matching figure; `targets`).')
+    tmp = path.with_name(path.name + '.tmp')
+    tmp.write_text('\n'.join(L) + '\n')
+    tmp.replace(path)
+
+
+def write_section_md(path, R):
+    """<section>.md of a bench.py --only run."""
+    meta = R['meta']
+    errors = R.get('errors', [])
+    L = []
+    w = L.append
+    w(f"# pcinet benchmark, one section: {meta['only']}\n")
+    hi, gi, git = meta['host'], meta.get('guest', {}), meta['git']
+    w(f"- date: {meta['date']}; total run time {meta['run_time_min']:.1f} min "
+      f"(`python3 bench/bench.py --only {meta['only']}`)")
+    w(f"- commit: `{git['describe']}` ({git['subject']})"
+      + (f"; uncommitted changes in: {', '.join(git['modified'])}" if git['modified'] else ''))
+    w(f"- machine: {hi['cpu']}, {hi['cores']} cores, {hi.get('mem_gib', '?')} GiB, {hi['os']}, "
+      f"kernel {hi['kernel']}")
+    w(f"- QEMU: {hi['qemu']}, TCG, `-cpu max`; both guests: {gi.get('vcpus')} vCPU, "
+      f"{gi.get('mem_kib', 0) // 1024} MiB, kernel {gi.get('kernel')}")
+    w(f"- noise: host load average {meta['load_start']} at start, {meta['load_end']} at end; "
+      f"{meta['other_qemus']} other QEMU processes were running when the bench started.")
+    w('')
+    if meta['only'] == 'storage':
+        storage_md(R, w)
+    if errors:
+        w('Errors during the run:\n')
+        for e in errors:
+            w('- ' + e.replace('\n', ' ')[:400])
+        w('')
+    if meta.get('splats'):
+        w('Kernel splats on the guest consoles: ' + '; '.join(meta['splats'][:5]) + '\n')
     tmp = path.with_name(path.name + '.tmp')
     tmp.write_text('\n'.join(L) + '\n')
     tmp.replace(path)
@@ -363,10 +446,15 @@ set grid ytics
 
 
 def write(doc, out):
-    """latest.md and latest.png in out from the results document doc;
-    returns the path of the markdown."""
+    """latest.md and latest.png in out from the results document doc (for
+    a run of one section, bench.py --only: <section>.md alone); returns the
+    path of the markdown."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    only = doc['meta'].get('only')
+    if only:
+        write_md(out / f'{only}.md', doc)
+        return out / f'{only}.md'
     write_png(out / 'latest.png', doc)
     write_md(out / 'latest.md', doc)
     return out / 'latest.md'

@@ -8,6 +8,7 @@
 #
 #   scripts/bench.sh [--reps N] [--secs S] [--keep]   (or BENCH_REPS=, BENCH_SECS=)
 #   scripts/bench.sh --report-only    latest.md/png again from latest.json
+#   scripts/bench.sh --only storage   the storage section alone (make bench-storage)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"

@@ -38,6 +38,9 @@ PKGS=(
 	qemu-system-x86 qemu-system-common python3 iperf3 ethtool tcpdump iproute2 procps socat netbase
 	# make bench: the chart, and UDP request/response latency in the guests
 	gnuplot-nox sockperf
+	# make bench's storage section, in the guests (mkinitramfs.sh --storage;
+	# qemu-storage-daemon, the NBD server, is in qemu-system-common)
+	fio nbd-client diod e2fsprogs
 	# make dkms: the module built as real machines get it
 	dkms
 )

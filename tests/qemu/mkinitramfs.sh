@@ -2,7 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # tests/qemu/mkinitramfs.sh - build the busybox initramfs the QEMU guests boot.
 #
-# Usage: tests/qemu/mkinitramfs.sh OUT.cpio.gz [extra.ko ...]
+# Usage: tests/qemu/mkinitramfs.sh [--storage] OUT.cpio.gz [extra.ko ...]
+#
+# --storage: also the storage tools of make bench's storage section (~30 MB
+# more, most of it fio's libraries, so `make check` leaves it out): fio,
+# qemu-storage-daemon (NBD server), nbd-client, diod (9P server), mke2fs,
+# and the modules nbd, 9p + 9pnet_fd, virtio_blk and ext4, loaded at boot.
 #
 # Contents:
 #   /init                  tests/qemu/guest-init (busybox sh; agent on ttyS1)
@@ -31,7 +36,9 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 
 die() { printf 'mkinitramfs: ERROR: %s\n' "$*" >&2; exit 1; }
 
-[ $# -ge 1 ] || die "usage: $0 OUT.cpio.gz [extra.ko ...]"
+STORAGE=0
+if [ "${1:-}" = --storage ]; then STORAGE=1; shift; fi
+[ $# -ge 1 ] || die "usage: $0 [--storage] OUT.cpio.gz [extra.ko ...]"
 OUT="$1"; shift
 case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
 EXTRA=()
@@ -108,6 +115,16 @@ copy_bin /usr/bin/socat   usr/bin/socat	# bulk transfers (busybox nc resets)
 # UDP request/response latency for make bench; optional (scripts/setup.sh
 # installs it, but older setups may lack it)
 [ -x /usr/bin/sockperf ] && copy_bin /usr/bin/sockperf usr/bin/sockperf
+if [ "$STORAGE" = 1 ]; then	# scripts/setup.sh installs them
+	copy_bin /usr/bin/fio                 usr/bin/fio
+	copy_bin /usr/bin/qemu-storage-daemon usr/bin/qemu-storage-daemon
+	copy_bin /usr/sbin/nbd-client         usr/sbin/nbd-client
+	copy_bin /usr/sbin/diod               usr/sbin/diod
+	copy_bin /sbin/mke2fs                 sbin/mke2fs
+	ln -sf mke2fs sbin/mkfs.ext4
+	# mke2fs reads its defaults (ext4's features) from here
+	[ -f /etc/mke2fs.conf ] && cp /etc/mke2fs.conf etc/mke2fs.conf
+fi
 # pcinet's own guest-side test tools, when built (tools/testing/pcinet)
 for t in pcinet-poke pcinet-memcpy pcinet-ttyperf; do
 	f="$(dirname "$0")/../../tools/testing/pcinet/$t"
@@ -166,6 +183,9 @@ want_mod() {	# $1 = module name; silently OK if built in or an extra module
 	add_mod "${BYNAME[$n]}"
 }
 for n in virtio_net virtio_pci; do want_mod "$n"; done
+if [ "$STORAGE" = 1 ]; then
+	for n in nbd 9p 9pnet_fd virtio_blk ext4; do want_mod "$n"; done
+fi
 for ko in "${EXTRA[@]}"; do
 	cp "$ko" lib/modules/extra/
 	for d in $(modinfo -F depends "$ko" | tr ',' ' '); do want_mod "$d"; done
@@ -217,6 +237,6 @@ mkdir -p "$(dirname "$OUT")"
 find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort |
 	cpio -o -H newc --reproducible -R 0:0 --quiet | gzip -n -6 >"$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
-printf 'mkinitramfs: %s (%s; boot modules: %s; extra: %s)\n' "$OUT" \
-	"$(du -h "$OUT" | cut -f1)" "$(tr '\n' ' ' <lib/modules/boot.order | sed 's/ $//')" \
+printf 'mkinitramfs: %s (%s%s; boot modules: %s; extra: %s)\n' "$OUT" \
+	"$(du -h "$OUT" | cut -f1)" "$([ "$STORAGE" = 1 ] && echo ', storage tools')" "$(tr '\n' ' ' <lib/modules/boot.order | sed 's/ $//')" \
 	"$(find lib/modules/extra -name '*.ko' -printf '%f ' | sed 's/ $//')"

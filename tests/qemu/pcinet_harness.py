@@ -210,12 +210,16 @@ def _load_debug_env():
     return env
 
 
-def build_initramfs(out, extra_modules=(), env=None):
-    """Build the guest initramfs with tests/qemu/mkinitramfs.sh; returns out."""
+def build_initramfs(out, extra_modules=(), env=None, storage=False):
+    """Build the guest initramfs with tests/qemu/mkinitramfs.sh; returns out.
+    storage: with the storage tools and modules of make bench's storage
+    section (fio, qemu-storage-daemon, nbd-client, diod, mke2fs; nbd, 9p,
+    virtio_blk, ext4), ~30 MB more: not for the tests."""
     e = dict(os.environ)
     if env:
         e.update(env)
-    cmd = [str(HERE / 'mkinitramfs.sh'), str(out)] + [str(m) for m in extra_modules]
+    cmd = ([str(HERE / 'mkinitramfs.sh')] + (['--storage'] if storage else [])
+           + [str(out)] + [str(m) for m in extra_modules])
     r = subprocess.run(cmd, env=e, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
