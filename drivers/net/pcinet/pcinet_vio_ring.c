@@ -809,10 +809,12 @@ static int pcinet_vio_reap(struct pcinet_vio_vq *vq, u16 idx)
  * flight, the length at most the chain's IN bytes.  A failure marks the
  * device dead (the caller unplugs it and calls pcinet_vio_abort()); the
  * entries before it were completed normally.  With EVENT_IDX the loop
- * re-arms used_event and looks again (R4); it ends because each round
- * consumes at least one request in flight, and nothing is submitted
- * meanwhile.  The caller runs pcinet_vio_submit() afterwards (space was
- * freed).
+ * re-arms used_event and looks again (R4).  A well-behaved device needs
+ * at most two rounds per request in flight (nothing is submitted
+ * meanwhile); one that moves used->idx back and forth could keep the loop
+ * going, so it stops after 2 * num + 2 rounds and the next notification
+ * or tick carries on.  The caller runs pcinet_vio_submit() afterwards
+ * (space was freed).
  *
  * Return: PCINET_VIO_INTR if requests were completed, 0 if none, or
  * -PCINET_VIO_EPROTO (the device is then dead).
@@ -820,12 +822,13 @@ static int pcinet_vio_reap(struct pcinet_vio_vq *vq, u16 idx)
 int pcinet_vio_complete(struct pcinet_vio_vq *vq)
 {
 	struct pcinet_vio_relay *rl = vq->relay;
+	unsigned int rounds = 2 * (unsigned int)vq->num + 2;
 	u16 old_used = vq->pused_idx, idx;
 	int err = 0;
 
 	if (rl->dead)
 		return 0;
-	for (;;) {
+	while (rounds--) {
 		/* R3: pairs with the back end's barrier before used->idx */
 		idx = le16_to_cpu(pcinet_vio_load_acquire(&vq->dused->idx));
 		if ((u16)(idx - vq->last_used) > vq->inflight) {
