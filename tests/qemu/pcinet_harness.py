@@ -1540,7 +1540,8 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, old_term)
         if topo is not None:
             topo.teardown()
-        release_workdir(workdir, keep)
+        # a failure keeps every console, QEMU and fabric log for diagnosis
+        release_workdir(workdir, keep or failed > 0)
     print(summary(passed, failed, skipped), flush=True)
     return 1 if failed else 0
 
