@@ -214,7 +214,7 @@ def _(t):
     for vm in (t.a, t.b):
         out = vm.run(f'ls -l {TTY}; grep ttyPCI /proc/tty/drivers')
         h.expect(re.search(r'^c.* (\d+), +0 .*/dev/ttyPCI0$', out, re.M) and
-                 re.search(r'/dev/ttyPCI +\d+ 0-15 serial', out),
+                 re.search(r'/dev/ttyPCI +\d+ 0-255 serial', out),
                  f'{vm.name}: no ttyPCI0 char device or driver:\n{out}')
         unload(vm)
         vm.run(f'! [ -e {TTY} ] && ! grep -q ttyPCI /proc/tty/drivers')
