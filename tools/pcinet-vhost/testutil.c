@@ -145,3 +145,31 @@ void tu_print_features(const char *who, const struct vu_dev *d,
 	printf("# negotiated protocol features %#llx: %s\n",
 	       (unsigned long long)d->acked_protocol_features, buf);
 }
+
+uint8_t tu_pattern(uint64_t s, unsigned int i)
+{
+	uint32_t x = (uint32_t)s * 2654435761u + i * 40503u + 0x9e3779b9u;
+
+	x ^= x >> 15;
+	x *= 0x2c1b3c6du;
+	x ^= x >> 12;
+	return (uint8_t)x;
+}
+
+void tu_fill(uint8_t *p, uint64_t sector, uint32_t len)
+{
+	uint32_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = tu_pattern(sector + i / TU_SECTOR, i % TU_SECTOR);
+}
+
+long tu_check(const uint8_t *p, uint64_t sector, uint32_t len)
+{
+	uint32_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i] != tu_pattern(sector + i / TU_SECTOR, i % TU_SECTOR))
+			return i;
+	return -1;
+}

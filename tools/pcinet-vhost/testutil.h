@@ -37,4 +37,14 @@ static inline double tu_now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/*
+ * The disk pattern both virtio-blk tests write: the byte at offset @i of
+ * 512-byte sector @s.  tu_fill() writes it for @len bytes from @sector,
+ * tu_check() returns the offset of the first byte that differs, or -1.
+ */
+#define TU_SECTOR	512u
+uint8_t tu_pattern(uint64_t s, unsigned int i);
+void tu_fill(uint8_t *p, uint64_t sector, uint32_t len);
+long tu_check(const uint8_t *p, uint64_t sector, uint32_t len);
+
 #endif /* TESTUTIL_H */

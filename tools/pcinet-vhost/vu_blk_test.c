@@ -92,36 +92,6 @@ struct blk {
 	unsigned int nfree;
 };
 
-/* The byte at offset I of sector S, as this test writes it. */
-static uint8_t pattern(uint64_t s, unsigned int i)
-{
-	uint32_t x = (uint32_t)s * 2654435761u + i * 40503u + 0x9e3779b9u;
-
-	x ^= x >> 15;
-	x *= 0x2c1b3c6du;
-	x ^= x >> 12;
-	return (uint8_t)x;
-}
-
-static void fill(uint8_t *p, uint64_t sector, uint32_t len)
-{
-	uint32_t i;
-
-	for (i = 0; i < len; i++)
-		p[i] = pattern(sector + i / SECTOR, i % SECTOR);
-}
-
-/* Offset of the first byte differing from the pattern, or -1. */
-static long check(const uint8_t *p, uint64_t sector, uint32_t len)
-{
-	uint32_t i;
-
-	for (i = 0; i < len; i++)
-		if (p[i] != pattern(sector + i / SECTOR, i % SECTOR))
-			return i;
-	return -1;
-}
-
 static void *gpa_ptr(struct blk *b, uint64_t gpa)
 {
 	return b->win_base + gpa;
@@ -284,7 +254,7 @@ static int blk_run(struct blk *b, struct run *r)
 			seg = (struct vq_buf){ DATA_GPA + s * slot_bytes,
 					       r->len, 0 };
 			if (r->type == VIRTIO_BLK_T_OUT && r->verify)
-				fill(gpa_ptr(b, seg.gpa), sector, r->len);
+				tu_fill(gpa_ptr(b, seg.gpa), sector, r->len);
 			else if (r->verify)
 				memset(gpa_ptr(b, seg.gpa), 0, r->len);
 			if (blk_post(b, s, r->type, sector, &seg, 1)) {
@@ -322,7 +292,7 @@ static int blk_run(struct blk *b, struct run *r)
 				return -EIO;
 			}
 			if (sl->type == VIRTIO_BLK_T_IN && r->verify) {
-				long off = check(gpa_ptr(b, sl->data_gpa),
+				long off = tu_check(gpa_ptr(b, sl->data_gpa),
 						 sl->sector, sl->len);
 
 				if (off >= 0) {
@@ -429,7 +399,7 @@ static int write_dump(const char *path, uint64_t first, unsigned int count)
 	if (fd < 0)
 		return -errno;
 	for (i = 0; i < count && ok; i++) {
-		fill(buf, first + i, SECTOR);
+		tu_fill(buf, first + i, SECTOR);
 		ok = write(fd, buf, sizeof(buf)) == (ssize_t)sizeof(buf);
 	}
 	close(fd);
@@ -661,7 +631,7 @@ int main(int argc, char **argv)
 		uint32_t ulen = 0;
 		uint8_t st = 0xff;
 
-		fill(gpa_ptr(&b, DATA_GPA), DUMP_SECTOR, 8 * SECTOR);
+		tu_fill(gpa_ptr(&b, DATA_GPA), DUMP_SECTOR, 8 * SECTOR);
 		err = blk_sync(&b, VIRTIO_BLK_T_OUT, DUMP_SECTOR, &seg, 1,
 			       &st, &ulen);
 		tu_result(!err && st == VIRTIO_BLK_S_OK,
@@ -680,7 +650,7 @@ int main(int argc, char **argv)
 
 		for (i = 0; i < 3; i++) {
 			segs[i] = (struct vq_buf){ gpa, lens[i], 0 };
-			fill(gpa_ptr(&b, gpa), sector, lens[i]);
+			tu_fill(gpa_ptr(&b, gpa), sector, lens[i]);
 			sector += lens[i] / SECTOR;
 			gpa += 0x3000;	/* not contiguous */
 		}
@@ -707,9 +677,9 @@ int main(int argc, char **argv)
 		err = blk_sync(&b, VIRTIO_BLK_T_IN, DUMP_SECTOR, segs, 2, &st,
 			       &ulen);
 		if (!err) {
-			off1 = check(gpa_ptr(&b, segs[0].gpa), DUMP_SECTOR,
+			off1 = tu_check(gpa_ptr(&b, segs[0].gpa), DUMP_SECTOR,
 				     segs[0].len);
-			off2 = check(gpa_ptr(&b, segs[1].gpa), DUMP_SECTOR + 6,
+			off2 = tu_check(gpa_ptr(&b, segs[1].gpa), DUMP_SECTOR + 6,
 				     segs[1].len);
 		}
 		tu_result(!err && st == VIRTIO_BLK_S_OK && off1 < 0 &&

@@ -126,34 +126,6 @@ struct rt {
 	unsigned long kicks, calls;
 };
 
-static uint8_t pattern(uint64_t s, unsigned int i)
-{
-	uint32_t x = (uint32_t)s * 2654435761u + i * 40503u + 0x9e3779b9u;
-
-	x ^= x >> 15;
-	x *= 0x2c1b3c6du;
-	x ^= x >> 12;
-	return (uint8_t)x;
-}
-
-static void fill(uint8_t *p, uint64_t sector, uint32_t len)
-{
-	uint32_t i;
-
-	for (i = 0; i < len; i++)
-		p[i] = pattern(sector + i / SECTOR, i % SECTOR);
-}
-
-static long check(const uint8_t *p, uint64_t sector, uint32_t len)
-{
-	uint32_t i;
-
-	for (i = 0; i < len; i++)
-		if (p[i] != pattern(sector + i / SECTOR, i % SECTOR))
-			return i;
-	return -1;
-}
-
 /* The relay's access to the driver's buffers: plain pointers here. */
 static void m_from(void *ctx, void *dst, u64 addr, u32 len)
 {
@@ -394,7 +366,7 @@ static int run(struct rt *t, struct run *r)
 
 			s = t->free_slot[t->nfree_slot - 1];
 			if (r->type == VIRTIO_BLK_T_OUT && r->verify)
-				fill(t->slot[s].data, sector, r->len);
+				tu_fill(t->slot[s].data, sector, r->len);
 			else if (r->verify)
 				memset(t->slot[s].data, 0, r->len);
 			if (slot_post(t, s, r->type, sector, r->len, r->nseg)) {
@@ -429,7 +401,7 @@ static int run(struct rt *t, struct run *r)
 				return -EIO;
 			}
 			if (sl->type == VIRTIO_BLK_T_IN && r->verify) {
-				long off = check(sl->data, sl->sector, sl->len);
+				long off = tu_check(sl->data, sl->sector, sl->len);
 
 				if (off >= 0) {
 					snprintf(r->err, sizeof(r->err),
@@ -497,7 +469,7 @@ static int write_dump(const char *path, uint64_t first, unsigned int count)
 	if (fd < 0)
 		return -errno;
 	for (i = 0; i < count && ok; i++) {
-		fill(buf, first + i, SECTOR);
+		tu_fill(buf, first + i, SECTOR);
 		ok = write(fd, buf, sizeof(buf)) == (ssize_t)sizeof(buf);
 	}
 	close(fd);
@@ -745,7 +717,7 @@ int main(int argc, char **argv)
 			  st, ulen, id);
 
 		s = t.free_slot[t.nfree_slot - 1];
-		fill(t.slot[s].data, DUMP_SECTOR, DUMP_SECTORS * SECTOR);
+		tu_fill(t.slot[s].data, DUMP_SECTOR, DUMP_SECTORS * SECTOR);
 		err = sync_req(&t, VIRTIO_BLK_T_OUT, DUMP_SECTOR,
 			       DUMP_SECTORS * SECTOR, 3, &st, &ulen);
 		tu_result(!err && st == VIRTIO_BLK_S_OK,
@@ -757,7 +729,7 @@ int main(int argc, char **argv)
 			       DUMP_SECTORS * SECTOR, 2, &st, &ulen);
 		tu_result(!err && st == VIRTIO_BLK_S_OK &&
 			  ulen == DUMP_SECTORS * SECTOR + 1 &&
-			  check(t.slot[s].data, DUMP_SECTOR,
+			  tu_check(t.slot[s].data, DUMP_SECTOR,
 				DUMP_SECTORS * SECTOR) < 0,
 			  "IN %u bytes back in 2 segments: status %u, used len %u, data compared",
 			  DUMP_SECTORS * SECTOR, st, ulen);
