@@ -114,6 +114,16 @@ def storage_md(R, w):
     w('')
 
 
+def run_lines(w, hi, gi, git):
+    """The commit, machine and QEMU lines every report opens with."""
+    w(f"- commit: `{git['describe']}` ({git['subject']})"
+      + (f"; uncommitted changes in: {', '.join(git['modified'])}" if git['modified'] else ''))
+    w(f"- machine: {hi['cpu']}, {hi['cores']} cores, {hi.get('mem_gib', '?')} GiB, {hi['os']}, "
+      f"kernel {hi['kernel']}")
+    w(f"- QEMU: {hi['qemu']}, TCG, `-cpu max`; both guests: {gi.get('vcpus')} vCPU, "
+      f"{gi.get('mem_kib', 0) // 1024} MiB, kernel {gi.get('kernel')}")
+
+
 def write_md(path, R):
     """latest.md from the results document R (latest.json); for a run of
     one section (bench.py --only) that section alone."""
@@ -128,12 +138,7 @@ def write_md(path, R):
     w('# pcinet benchmark: pcinet against virtio-net over `-netdev stream`\n')
     hi, gi, git = meta['host'], meta['guest'], meta['git']
     w(f"- date: {meta['date']}; total run time {meta['run_time_min']:.1f} min")
-    w(f"- commit: `{git['describe']}` ({git['subject']})"
-      + (f"; uncommitted changes in: {', '.join(git['modified'])}" if git['modified'] else ''))
-    w(f"- machine: {hi['cpu']}, {hi['cores']} cores, {hi.get('mem_gib', '?')} GiB, {hi['os']}, "
-      f"kernel {hi['kernel']}")
-    w(f"- QEMU: {hi['qemu']}, TCG, `-cpu max`; both guests: {gi.get('vcpus')} vCPU, "
-      f"{gi.get('mem_kib', 0) // 1024} MiB, kernel {gi.get('kernel')}")
+    run_lines(w, hi, gi, git)
     w(f"- links in the same pair of guests: pcinet (ivshmem-doorbell + pcinet-fabric, 16 MiB window; "
       f"{gi.get('pcinet_napi', '')}) and virtio-net-pci over `-netdev stream` (unix socket, "
       f"host_mtu={HOST_MTU}, guest {gi.get('virtio_maxmtu', '')})")
@@ -363,12 +368,7 @@ def write_section_md(path, R):
     hi, gi, git = meta['host'], meta.get('guest', {}), meta['git']
     w(f"- date: {meta['date']}; total run time {meta['run_time_min']:.1f} min "
       f"(`python3 bench/bench.py --only {meta['only']}`)")
-    w(f"- commit: `{git['describe']}` ({git['subject']})"
-      + (f"; uncommitted changes in: {', '.join(git['modified'])}" if git['modified'] else ''))
-    w(f"- machine: {hi['cpu']}, {hi['cores']} cores, {hi.get('mem_gib', '?')} GiB, {hi['os']}, "
-      f"kernel {hi['kernel']}")
-    w(f"- QEMU: {hi['qemu']}, TCG, `-cpu max`; both guests: {gi.get('vcpus')} vCPU, "
-      f"{gi.get('mem_kib', 0) // 1024} MiB, kernel {gi.get('kernel')}")
+    run_lines(w, hi, gi, git)
     w(f"- noise: host load average {meta['load_start']} at start, {meta['load_end']} at end; "
       f"{meta['other_qemus']} other QEMU processes were running when the bench started.")
     w('')
