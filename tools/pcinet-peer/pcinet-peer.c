@@ -213,6 +213,7 @@ static u32 get(const __le32 *w)
 	return le32_to_cpu(READ_ONCE(*w));
 }
 
+/* L2: pairs with L1 in the peer (its store-release of gen/peer_gen) */
 static u32 get_acquire(const __le32 *w)
 {
 	return le32_to_cpu(pcinet_load_acquire(w));
@@ -661,6 +662,7 @@ static void tick(void)
 	put(&P.out->magic, PCINET_CTRL_MAGIC);
 	put(&P.out->features, PCINET_F_TTY_CRC);
 	put(&P.out->ack_gen, P.synced_gen ? P.gen : 0);
+	/* L1: pairs with L2 in the peer; ack_gen before peer_gen before gen */
 	pcinet_store_release(&P.out->peer_gen, cpu_to_le32(P.synced_gen));
 	pcinet_store_release(&P.out->gen, cpu_to_le32(P.gen));
 	for (c = 0; c < PCINET_NR_CHAN; c++) {
@@ -892,6 +894,7 @@ static void link_start(void)
 static void link_stop(void)
 {
 	put(&P.out->chan_open, 0);
+	/* L1: pairs with L2 in the peer; channels closed before gen 0 */
 	pcinet_store_release(&P.out->gen, cpu_to_le32(0));
 	ring(PCINET_VEC_LINK);
 	P.up = false;
