@@ -62,7 +62,9 @@ PCINET_BOOT_TIMEOUT (seconds, default 180), PCINET_MODULE (the pcinet.ko
 to test instead of the one built here), PCINET_KERNEL (debian: the
 Debian kernel the module is built against, the default; debug: the debug
 kernel of scripts/debug-kernel.sh, KASAN, lockdep, kmemleak & co., with
-the module built against it in build/debug-module).
+the module built against it in build/debug-module), PCINET_APPEND (more
+kernel command line for every guest, e.g. slub_debug=FZPU to hunt a
+memory corruption on Debian's kernel).
 """
 
 import base64
@@ -420,7 +422,8 @@ class VM:
 
     def cmdline(self):
         append = (f'console=ttyS0,115200 loglevel=5 panic=-1 '
-                  f'pcinet.name={self.name} {self.append}').strip()
+                  f'pcinet.name={self.name} {self.append} '
+                  f'{os.environ.get("PCINET_APPEND", "")}').strip()
         # maxcpus >= 2 even for one vCPU.  QEMU before 8.1 (bookworm has
         # 7.2) emits TCG memory barriers only for a guest that may have
         # several CPUs (CF_PARALLEL): with -smp 1 a guest's mfence or
@@ -864,7 +867,7 @@ CONFIG = {
     'fabric_binary': None,	# default: fabric_binary()
     'mem': 1024,
     'smp': 1,
-    'append': '',		# extra kernel command line
+    'append': '',		# extra kernel command line (+ $PCINET_APPEND)
     'vm_args': {},		# name -> extra QEMU args
     'nic': False,		# False: "-nic none" (vm_args may add a NIC)
     'extra_modules': [],	# .ko files put in the guests' /lib/modules/extra
