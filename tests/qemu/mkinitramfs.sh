@@ -7,7 +7,8 @@
 # --storage: also the storage tools of make bench's storage section (~30 MB
 # more, most of it fio's libraries, so `make check` leaves it out): fio,
 # qemu-storage-daemon (NBD server), nbd-client, diod (9P server), mke2fs,
-# and the modules nbd, 9p + 9pnet_fd, virtio_blk and ext4, loaded at boot.
+# and the modules nbd, 9p + 9pnet_fd, virtio_blk, crc32c_generic and ext4,
+# loaded at boot.
 #
 # Contents:
 #   /init                  tests/qemu/guest-init (busybox sh; agent on ttyS1)
@@ -184,7 +185,9 @@ want_mod() {	# $1 = module name; silently OK if built in or an extra module
 }
 for n in virtio_net virtio_pci; do want_mod "$n"; done
 if [ "$STORAGE" = 1 ]; then
-	for n in nbd 9p 9pnet_fd virtio_blk ext4; do want_mod "$n"; done
+	# crc32c_generic: ext4's metadata checksums ask the crypto API for
+	# crc32c, which would load it on demand; the guests have no modprobe
+	for n in nbd 9p 9pnet_fd virtio_blk crc32c_generic ext4; do want_mod "$n"; done
 fi
 for ko in "${EXTRA[@]}"; do
 	cp "$ko" lib/modules/extra/
