@@ -520,8 +520,14 @@ static void pcinet_net_start(struct pcinet_net *np)
 	__netif_tx_unlock_bh(txq);
 	netif_tx_wake_all_queues(np->dev);
 	pcinet_net_update_carrier(np);
-	/* The peer may have sent before we listened. */
+	/*
+	 * The peer may have sent before we listened.  Process context: with
+	 * bottom halves off, so the poll runs when they come back on, not at
+	 * the next interrupt.
+	 */
+	local_bh_disable();
 	napi_schedule(&np->napi);
+	local_bh_enable();
 }
 
 static void pcinet_net_stop(struct pcinet_net *np)
