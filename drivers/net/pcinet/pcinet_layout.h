@@ -44,8 +44,8 @@
  * read), the window header checks (pcinet_layout_parse() in
  * pcinet_ring.c implements them), the ring placement
  * (pcinet_layout_ring()), the event-index rule (pcinet_need_event()),
- * the doorbell vectors (pcinet_chan_vector()), the timing constants and
- * the feature bits.
+ * the doorbell vectors (pcinet_chan_vector()), the timing constants, the
+ * feature bits and the identity rule (pcinet_name_sanitize()).
  */
 #ifndef _PCINET_LAYOUT_H
 #define _PCINET_LAYOUT_H
