@@ -147,6 +147,9 @@ struct pcinet_channel {
  *	under it alone (the accessors run under RTNL, which a front-end's
  *	start and stop take under @lock: they cannot take @lock)
  * @peer_id: the peer's identity, as last read from a live block
+ * @id_event: tells udev that @peer_id changed, at most once per
+ *	PCINET_ID_EVENT_DELAY: a peer renaming itself every tick costs one
+ *	uevent a second, and the last name is always reported
  */
 struct pcinet_link {
 	struct device *dev;
@@ -185,7 +188,10 @@ struct pcinet_link {
 	struct pcinet_ident own_id;
 	spinlock_t ident_lock; /* peer_id */
 	struct pcinet_ident peer_id;
+	struct delayed_work id_event;
 };
+
+#define PCINET_ID_EVENT_DELAY	HZ
 
 /* Only a channel's front-end raises a fault on it: it has a name. */
 static const char *pcinet_chan_name(enum pcinet_chan chan)
@@ -432,10 +438,19 @@ static void pcinet_link_work(struct work_struct *work)
 		pcinet_link_reset(link, "no handshake");
 	pcinet_link_refresh(link);
 out:
+	/* Not queued again while pending: the coalescing. */
+	if (new_id && !link->stopping)
+		schedule_delayed_work(&link->id_event, PCINET_ID_EVENT_DELAY);
 	mutex_unlock(&link->lock);
-	/* peer_name, peer_slot (and phys_port_name) changed: tell udev */
-	if (new_id)
-		kobject_uevent(&link->dev->kobj, KOBJ_CHANGE);
+}
+
+/* peer_name, peer_slot (and phys_port_name) changed: tell udev. */
+static void pcinet_link_id_event(struct work_struct *work)
+{
+	struct pcinet_link *link = container_of(to_delayed_work(work),
+						struct pcinet_link, id_event);
+
+	kobject_uevent(&link->dev->kobj, KOBJ_CHANGE);
 }
 
 static void pcinet_link_timer(struct timer_list *t)
@@ -545,6 +560,7 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 	spin_lock_init(&link->open_lock);
 	spin_lock_init(&link->ident_lock);
 	INIT_WORK(&link->work, pcinet_link_work);
+	INIT_DELAYED_WORK(&link->id_event, pcinet_link_id_event);
 	timer_setup(&link->timer, pcinet_link_timer, 0);
 	atomic_set(&link->fault, 0);
 
@@ -637,6 +653,7 @@ void pcinet_link_stop(struct pcinet_link *link)
 	mutex_unlock(&link->lock);
 	del_timer_sync(&link->timer);	/* not re-armed: @stopping */
 	cancel_work_sync(&link->work);	/* returns at once from now on */
+	cancel_delayed_work_sync(&link->id_event);	/* not queued again */
 	if (!started)
 		return;
 	WRITE_ONCE(link->out->chan_open, cpu_to_le32(0));
