@@ -176,6 +176,62 @@ def _(t):
             vm.sh('ip link set pcinet0 mtu 1500; rm -f /tmp/tx.*')
 
 
+def read_attrs(vm):
+    """The identity attributes pcinet0 and ttyPCI0 see, as one dict."""
+    out = vm.run('d=/sys/class/net/pcinet0/device; '
+                 'for f in peer_name peer_slot local_name local_slot; do '
+                 '  echo "$f=$(cat $d/$f)"; done; '
+                 'echo "tty_peer_name=$(cat /sys/class/tty/ttyPCI0/device/peer_name)"; '
+                 'echo "phys_port_name=$(cat /sys/class/net/pcinet0/phys_port_name)"')
+    return dict(line.split('=', 1) for line in out.splitlines() if '=' in line)
+
+
+@h.case('net-identity')
+def _(t):
+    """Each side sees the board at the other end: peer_name and peer_slot
+    on the PCI device (device/ of pcinet0 and of ttyPCI0), the netdev's
+    phys_port_name; a udev-like lookup finds the interface and the tty by
+    board.  The guests' names are their host names (guest-init sets them
+    from pcinet.name=, which insmod does not read); then b is reloaded
+    with name= and slot=, one name needing the sanitizer."""
+    link_up(t)
+    for vm in (t.a, t.b):
+        peer = PEER[vm.name]
+        want = {'peer_name': peer, 'peer_slot': '0', 'local_name': vm.name,
+                'local_slot': '0', 'tty_peer_name': peer,
+                'phys_port_name': peer}
+        got = read_attrs(vm)
+        h.expect(got == want, f'{vm.name}: {got}, expected {want}')
+        # What a udev rule matches: the interface and the tty by board.
+        out = vm.run('for n in /sys/class/net/*; do '
+                     f'  [ "$(cat $n/phys_port_name 2>/dev/null)" = {peer} ] && '
+                     '  echo net:${n##*/}; done; '
+                     'for c in /sys/class/tty/ttyPCI*; do '
+                     f'  [ "$(cat $c/device/peer_name)" = {peer} ] && '
+                     '  echo tty:${c##*/}; done; true')
+        h.expect(out.split() == ['net:pcinet0', 'tty:ttyPCI0'],
+                 f'{vm.name}: lookup of board {peer}: {out.split()}')
+    try:
+        t.b.run('rmmod pcinet')
+        h.load(t.b, args='name=board3/x:y slot=3')
+        t.a.wait_until('[ "$(cat /sys/class/net/pcinet0/device/peer_slot)" = 3 ]',
+                       timeout=10, what='peer_slot 3 on a',
+                       show='cat /sys/class/net/pcinet0/device/peer_*')
+        got, want = read_attrs(t.a), {
+            'peer_name': 'board3_x_y', 'peer_slot': '3', 'local_name': 'a',
+            'local_slot': '0', 'tty_peer_name': 'board3_x_y',
+            'phys_port_name': 'board3_x_y'}
+        h.expect(got == want, f'a after b reloaded: {got}, expected {want}')
+        h.expect(read_attrs(t.b)['local_name'] == 'board3_x_y',
+                 'b does not publish the name it shows')
+        out = t.a.run('dmesg | grep "peer: name" | tail -n 1')
+        h.expect('"board3_x_y", slot 3' in out, f'no message on a: {out}')
+    finally:
+        t.b.sh('rmmod pcinet')
+    link_up(t)
+    h.expect(read_attrs(t.a)['peer_name'] == 'b', 'a: b\'s name not back')
+
+
 @h.case('net-ethtool')
 def _(t):
     """ethtool -i names the driver and device; -S counts what happened."""

@@ -189,6 +189,27 @@ def _(t, peer):
         peer.state().get('peer_gen')))
 
 
+@h.case('peer-identity')
+@with_peer
+def _(t, peer):
+    """Each side shows the other's identity: the guest pcinet-peer's
+    default name on the PCI device and as pcinet0's phys_port_name, the
+    peer the guest's host name in its status file."""
+    out = t.a.run('cat /sys/class/net/pcinet0/device/peer_name '
+                  '/sys/class/net/pcinet0/device/peer_slot '
+                  '/sys/class/net/pcinet0/phys_port_name').split()
+    h.expect(out == ['pcinet-peer', '0', 'pcinet-peer'],
+             f'guest: peer_name, peer_slot, phys_port_name = {out}')
+    deadline = time.monotonic() + 5
+    while peer.state().get('peer_name') != 'a' and \
+            time.monotonic() < deadline:
+        time.sleep(0.1)
+    st = peer.state()
+    h.expect(st.get('peer_name') == 'a' and st.get('peer_slot') == '0',
+             f'pcinet-peer: peer_name {st.get("peer_name")!r}, '
+             f'peer_slot {st.get("peer_slot")!r}, expected a, 0')
+
+
 @h.case('peer-mtu-9000')
 @with_peer
 def _(t, peer):

@@ -77,6 +77,7 @@ static struct {
 	bool integrity;
 	bool verbose;
 	unsigned int timeout_ms;
+	struct pcinet_ident ident;	/* ours: --name, --slot */
 
 	/* the fabric */
 	int sock;
@@ -109,6 +110,7 @@ static struct {
 	u32 peer_epoch;
 	u32 chan_open;
 	u32 peer_open;
+	struct pcinet_ident peer_ident;	/* as last read from a live block */
 	u64 resets;
 	u64 ups;
 	u64 doorbells_out, doorbells_in;
@@ -300,6 +302,26 @@ static void link_up(void)
 	P.status_dirty = true;
 }
 
+/*
+ * The peer's identity (slot, name), read while its block is live, after
+ * the load-acquire of its gen (L2: pairs with L1 in the peer, which
+ * writes its identity before its gen); kept as last seen otherwise.
+ */
+static void peer_ident_poll(void)
+{
+	struct pcinet_ident id;
+	u32 gen = get_acquire(&P.in->gen);
+
+	if (!pcinet_ctrl_live(get(&P.in->magic), gen))
+		return;
+	pcinet_ident_read(P.in, &id);
+	if (!memcmp(&id, &P.peer_ident, sizeof(id)))
+		return;
+	P.peer_ident = id;
+	P.status_dirty = true;
+	logmsg("peer: name \"%s\", slot %u", id.name, id.slot);
+}
+
 /* Steps 5 and 11: the handshake, and the peer's open channels. */
 static void link_run(void)
 {
@@ -348,6 +370,7 @@ static void link_run(void)
 		P.status_dirty = true;
 	}
 	set_carrier();
+	peer_ident_poll();
 }
 
 /*
@@ -630,7 +653,8 @@ static void status_write(void)
 		"net_tx=%llu net_tx_bytes=%llu net_rx=%llu net_rx_bytes=%llu\n"
 		"net_crc_errors=%llu net_len_errors=%llu net_drops=%llu\n"
 		"tty_tx_bytes=%llu tty_rx_bytes=%llu tty_frame_errors=%llu\n"
-		"doorbells_out=%llu doorbells_in=%llu\n",
+		"doorbells_out=%llu doorbells_in=%llu\n"
+		"name=%s\nslot=%u\npeer_name=%s\npeer_slot=%u\n",
 		P.up ? "up" : "down", P.side, P.own_id, P.gen, P.synced_gen,
 		P.carrier, P.up && (P.peer_open & (1U << PCINET_CHAN_TTY)),
 		P.peer_open, (unsigned long long)P.resets,
@@ -643,7 +667,8 @@ static void status_write(void)
 		(unsigned long long)t->tx_bytes, (unsigned long long)t->rx_bytes,
 		(unsigned long long)t->crc_errors,
 		(unsigned long long)P.doorbells_out,
-		(unsigned long long)P.doorbells_in);
+		(unsigned long long)P.doorbells_in, P.ident.name, P.ident.slot,
+		P.peer_ident.name, P.peer_ident.slot);
 	if (fclose(f) == 0)
 		rename(tmp, P.status_path);
 }
@@ -661,6 +686,7 @@ static void tick(void)
 	/* soft state: every word we own, again */
 	put(&P.out->magic, PCINET_CTRL_MAGIC);
 	put(&P.out->features, PCINET_F_TTY_CRC);
+	pcinet_ident_write(P.out, &P.ident);
 	put(&P.out->ack_gen, P.synced_gen ? P.gen : 0);
 	/* L1: pairs with L2 in the peer; ack_gen before peer_gen before gen */
 	pcinet_store_release(&P.out->peer_gen, cpu_to_le32(P.synced_gen));
@@ -874,10 +900,11 @@ static void link_start(void)
 		P.chan_open |= 1U << PCINET_CHAN_NET;
 	put(&P.out->magic, PCINET_CTRL_MAGIC);
 	put(&P.out->features, PCINET_F_TTY_CRC);
+	pcinet_ident_write(P.out, &P.ident);
 	put(&P.out->peer_gen, 0);
 	put(&P.out->ack_gen, 0);
 	put(&P.out->chan_open, P.chan_open);
-	/* L1: the zeroed block before the generation */
+	/* L1: the zeroed block and our identity before the generation */
 	pcinet_store_release(&P.out->gen, cpu_to_le32(P.gen));
 	P.peer_epoch = peer_epoch_now();
 	P.down_since_ms = now_ms();
@@ -916,12 +943,16 @@ static __noreturn void print_usage(int status)
 {
 	fprintf(status ? stderr : stdout,
 		"usage: pcinet-peer -S SOCKET [-i IFNAME] [-l PTY_LINK] [-s STATUS_FILE]\n"
-		"                   [-t PEER_TIMEOUT_MS] [--no-offload] [--no-integrity] [-v]\n"
+		"                   [-t PEER_TIMEOUT_MS] [-n NAME] [--slot N]\n"
+		"                   [--no-offload] [--no-integrity] [-v]\n"
 		"  -S SOCKET        the fabric's (ivshmem server's) unix socket\n"
 		"  -i IFNAME        TAP interface name (default pcinet%%d)\n"
 		"  -l PTY_LINK      symlink to the tty channel's pty\n"
 		"  -s STATUS_FILE   link state and counters, rewritten on change\n"
 		"  -t MS            peer timeout (default %d)\n"
+		"  -n, --name NAME  the name we publish (default pcinet-peer; at most\n"
+		"                   15 of [A-Za-z0-9._-], others become _)\n"
+		"  --slot N         the slot number we publish (default 0: unknown)\n"
 		"  --no-offload     no checksum/TSO offload on the TAP\n"
 		"  --no-integrity   accept net records without a CRC\n",
 		PCINET_PEER_TIMEOUT_MS);
@@ -936,6 +967,8 @@ int main(int argc, char **argv)
 		{ "link", required_argument, NULL, 'l' },
 		{ "status", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "slot", required_argument, NULL, 'L' },
 		{ "no-offload", no_argument, NULL, 'O' },
 		{ "no-integrity", no_argument, NULL, 'N' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -949,7 +982,10 @@ int main(int argc, char **argv)
 	unsigned int v, nfd;
 	int c, ret, timeout;
 	u64 cnt;
+	const char *name = "pcinet-peer";
+	unsigned long slot = 0;
 	int64_t val;
+	char *end;
 	int fd;
 
 	P.ifpattern = "pcinet%d";
@@ -958,7 +994,7 @@ int main(int argc, char **argv)
 	P.timeout_ms = PCINET_PEER_TIMEOUT_MS;
 	P.peer_id = -1;
 	P.sock = -1;
-	while ((c = getopt_long(argc, argv, "S:i:l:s:t:vh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "S:i:l:s:t:n:vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'S':
 			P.sock_path = optarg;
@@ -975,6 +1011,15 @@ int main(int argc, char **argv)
 		case 't':
 			P.timeout_ms = atoi(optarg);
 			if (P.timeout_ms < 2 * PCINET_TICK_MS)
+				print_usage(1);
+			break;
+		case 'n':
+			name = optarg;
+			break;
+		case 'L':
+			errno = 0;
+			slot = strtoul(optarg, &end, 0);
+			if (errno || *end || !*optarg || slot > UINT32_MAX)
 				print_usage(1);
 			break;
 		case 'O':
@@ -994,6 +1039,7 @@ int main(int argc, char **argv)
 	}
 	if (!P.sock_path || optind != argc)
 		print_usage(1);
+	pcinet_ident_set(&P.ident, slot, name);
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	crc32c_init();
@@ -1023,8 +1069,9 @@ int main(int argc, char **argv)
 	}
 
 	fabric_connect();
-	printf("pcinet-peer: id=%d side=%d ifname=%s pty=%s\n", P.own_id,
-	       P.side, P.ifname, P.pty_path);
+	printf("pcinet-peer: id=%d side=%d ifname=%s pty=%s name=%s slot=%u\n",
+	       P.own_id, P.side, P.ifname, P.pty_path, P.ident.name,
+	       P.ident.slot);
 	link_start();
 	status_write();
 	next_tick = now_ms() + PCINET_TICK_MS;

@@ -87,7 +87,8 @@ wait_status() {
 start_peer() {
 	local s=$1
 	ip netns exec "${ns[$s]}" "$peer" -S "$dir/sock" -i pn$s -l "$dir/tty$s" \
-		-s "$dir/st$s" >>"$dir/peer$s.out" 2>>"$dir/peer$s.log" &
+		-s "$dir/st$s" --name "board $s" --slot $((s + 1)) \
+		>>"$dir/peer$s.out" 2>>"$dir/peer$s.log" &
 	pids[s]=$!
 	local i
 	for ((i = 0; i < 50; i++)); do
@@ -189,6 +190,20 @@ start_peer 1
 # ---- cases -----------------------------------------------------------------
 wait_status 0 up 5 && wait_status 1 up 5
 result link-up $? "$(grep -h '^gen=' "$dir/st0" "$dir/st1" | tr '\n' ' ')"
+
+# Identity: each side shows the other's name (sanitized: the space
+# becomes '_') and slot, within a status rewrite (one second)
+ident_ok() {
+	grep -qx "peer_name=board_$2" "$dir/st$1" &&
+		grep -qx "peer_slot=$(($2 + 1))" "$dir/st$1" &&
+		grep -qx "name=board_$1" "$dir/st$1"
+}
+for ((i = 0; i < 40; i++)); do
+	ident_ok 0 1 && ident_ok 1 0 && break
+	sleep 0.05
+done
+ident_ok 0 1 && ident_ok 1 0
+result identity $? "$(grep -h '^peer_name=' "$dir/st0" "$dir/st1" | tr '\n' ' ')"
 
 ping_both 56 && ping_both 1472
 result ping-both-ways $?

@@ -18,7 +18,7 @@
 #include <linux/device.h>
 #include <linux/types.h>
 
-#include "pcinet_layout.h"
+#include "pcinet_ring.h"
 
 struct pcinet_link;
 
@@ -56,6 +56,8 @@ void pcinet_link_start(struct pcinet_link *link);
 void pcinet_link_stop(struct pcinet_link *link);
 void pcinet_link_destroy(struct pcinet_link *link);
 void pcinet_link_doorbell(struct pcinet_link *link, unsigned int vector);
+void pcinet_link_peer_ident(struct pcinet_link *link, struct pcinet_ident *id);
+const struct pcinet_ident *pcinet_link_own_ident(const struct pcinet_link *link);
 
 /* The backends' drivers, registered by the core at module load. */
 int pcinet_ivshmem_register(void);

@@ -85,5 +85,7 @@ void pcinet_chan_set_open(struct pcinet_channel *ch, bool open);
 bool pcinet_chan_link_up(const struct pcinet_channel *ch);
 bool pcinet_chan_own_open(const struct pcinet_channel *ch);
 bool pcinet_chan_peer_open(const struct pcinet_channel *ch);
+void pcinet_chan_peer_ident(const struct pcinet_channel *ch,
+			    struct pcinet_ident *id);
 
 #endif /* _PCINET_CHAN_H */

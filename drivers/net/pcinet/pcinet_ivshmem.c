@@ -11,6 +11,11 @@
  *
  * Only windows carrying a pcinet header are claimed; other users of
  * ivshmem in the same machine are left alone.
+ *
+ * The device carries the link's identities in sysfs, where the link's
+ * netdev and tty find them as device/<attr>: peer_name and peer_slot
+ * (what the peer published, sanitized: docs/design.md, "Identity"),
+ * local_name and local_slot (what we publish).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -18,6 +23,7 @@
 #include <linux/io.h>
 #include <linux/module.h>
 #include <linux/pci.h>
+#include <linux/sysfs.h>
 
 #include "pcinet_backend.h"
 
@@ -108,6 +114,63 @@ static int pcinet_ivshmem_request_irqs(struct pcinet_ivshmem *iv)
 	return 0;
 }
 
+/* ----- sysfs: who is at either end ----- */
+
+static struct pcinet_link *pcinet_ivshmem_link(struct device *dev)
+{
+	struct pcinet_ivshmem *iv = dev_get_drvdata(dev);
+
+	return iv->link;
+}
+
+static ssize_t peer_name_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	struct pcinet_ident id;
+
+	pcinet_link_peer_ident(pcinet_ivshmem_link(dev), &id);
+	return sysfs_emit(buf, "%s\n", id.name);
+}
+static DEVICE_ATTR_RO(peer_name);
+
+static ssize_t peer_slot_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	struct pcinet_ident id;
+
+	pcinet_link_peer_ident(pcinet_ivshmem_link(dev), &id);
+	return sysfs_emit(buf, "%u\n", id.slot);
+}
+static DEVICE_ATTR_RO(peer_slot);
+
+static ssize_t local_name_show(struct device *dev,
+			       struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%s\n",
+			  pcinet_link_own_ident(pcinet_ivshmem_link(dev))->name);
+}
+static DEVICE_ATTR_RO(local_name);
+
+static ssize_t local_slot_show(struct device *dev,
+			       struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n",
+			  pcinet_link_own_ident(pcinet_ivshmem_link(dev))->slot);
+}
+static DEVICE_ATTR_RO(local_slot);
+
+/* Added by the driver core after probe, removed before remove. */
+static struct attribute *pcinet_ivshmem_attrs[] = {
+	&dev_attr_peer_name.attr,
+	&dev_attr_peer_slot.attr,
+	&dev_attr_local_name.attr,
+	&dev_attr_local_slot.attr,
+	NULL
+};
+ATTRIBUTE_GROUPS(pcinet_ivshmem);
+
+/* ----- probe and remove ----- */
+
 static int pcinet_ivshmem_probe(struct pci_dev *pdev,
 				const struct pci_device_id *id)
 {
@@ -197,6 +260,7 @@ static struct pci_driver pcinet_ivshmem_driver = {
 	.id_table = pcinet_ivshmem_ids,
 	.probe = pcinet_ivshmem_probe,
 	.remove = pcinet_ivshmem_remove,
+	.dev_groups = pcinet_ivshmem_groups,
 };
 
 /**

@@ -44,8 +44,8 @@
  * read), the window header checks (pcinet_layout_parse() in
  * pcinet_ring.c implements them), the ring placement
  * (pcinet_layout_ring()), the event-index rule (pcinet_need_event()),
- * the doorbell vectors (pcinet_chan_vector()), the timing constants and
- * the feature bits.
+ * the doorbell vectors (pcinet_chan_vector()), the timing constants, the
+ * feature bits and the identity rule (pcinet_name_sanitize()).
  */
 #ifndef _PCINET_LAYOUT_H
 #define _PCINET_LAYOUT_H
@@ -174,6 +174,14 @@ static_assert(PCINET_VEC_VIRTIO == PCINET_NR_VEC);
 #define PCINET_F_TTY_CRC	0x00000001
 #define PCINET_F_VIRTIO		0x00000002
 
+/*
+ * A side's name, in struct pcinet_ctrl @name: a field of PCINET_NAME_LEN
+ * bytes holding at most PCINET_NAME_MAX characters, so that a name always
+ * fits a Linux interface name (IFNAMSIZ, 16 with its NUL).
+ */
+#define PCINET_NAME_LEN		16
+#define PCINET_NAME_MAX		(PCINET_NAME_LEN - 1)
+
 /**
  * struct pcinet_win_side - where one side's inbox lives in the window
  * @ctrl_off: offset of the side's control inbox (struct pcinet_ctrl)
@@ -277,6 +285,15 @@ struct pcinet_chan_ctrl {
  *	acknowledgment names both generations, so R comes up only on an
  *	ack made by the generation of W it is synchronised with
  * @features: PCINET_F_* bits W supports; R ignores bits it does not know
+ * @slot: W's slot number (the board's place in its chassis, as W's
+ *	administrator configured it); 0: unknown.  Any other value is
+ *	shown as it is, R gives it no meaning of its own
+ * @name: W's name, so R can tell which board is at the other end: up to
+ *	PCINET_NAME_MAX bytes of the characters pcinet_name_char_ok()
+ *	accepts (letters, digits, '-', '_', '.'), then zero bytes up to the
+ *	end of the field (the last byte is always zero).  All zero: no name
+ *	published.  R reads it only through pcinet_ident_read(), which
+ *	copies it out and sanitizes it (pcinet_name_sanitize())
  * @pad: written zero, ignored on read
  * @chan: per-channel signalling
  *
@@ -291,6 +308,12 @@ struct pcinet_chan_ctrl {
  * before @peer_gen or @gen is published (store-release), @ack_gen before
  * @peer_gen; R load-acquires @gen and @peer_gen before it trusts what
  * they order (L1/L2 in docs/design.md).
+ *
+ * Identity (@slot and @name): W writes them with the other words, before
+ * its store-release of @gen (L1); R reads them only while the block is
+ * live, after its load-acquire of @gen (L2).  An all-zero identity (a
+ * peer that predates it: the words were @pad, written zero) means none
+ * published and is valid.  W's identity does not change while it runs.
  */
 struct pcinet_ctrl {
 	__le32 magic;
@@ -300,7 +323,9 @@ struct pcinet_ctrl {
 	__le32 chan_open;
 	__le32 ack_gen;
 	__le32 features;
-	__le32 pad[9];
+	__le32 slot;
+	__u8 name[PCINET_NAME_LEN];
+	__le32 pad[4];
 	struct pcinet_chan_ctrl chan[PCINET_MAX_CHAN];
 };
 
@@ -314,6 +339,47 @@ struct pcinet_ctrl {
 static inline bool pcinet_ctrl_live(__u32 magic, __u32 gen)
 {
 	return magic == PCINET_CTRL_MAGIC && gen != 0;
+}
+
+/**
+ * pcinet_name_char_ok - may a side's name hold this character?
+ * @c: the character
+ *
+ * The characters of a name (struct pcinet_ctrl @name) are those that
+ * are safe in an interface name, a file name and a udev rule.
+ *
+ * Return: true for a letter, a digit, '-', '_' or '.'.
+ */
+static inline bool pcinet_name_char_ok(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+}
+
+/**
+ * pcinet_name_sanitize - make a name fit for struct pcinet_ctrl @name
+ * @dst: PCINET_NAME_LEN bytes, filled in: the name, then zero bytes to
+ *	the end (so always NUL-terminated); all zero for no name
+ * @src: the name: a C string, or a private copy of a @name field; at
+ *	most PCINET_NAME_MAX bytes of it are read, up to its first zero byte
+ *	(a field without one is read to its bound, never beyond)
+ *
+ * Every byte that pcinet_name_char_ok() refuses becomes '_'.  The writer
+ * uses it to fill the field (every byte of it written, nothing left of
+ * what was there), the reader on its copy of what the peer wrote: the
+ * same rule both ways, so a peer that follows it reads back exactly what
+ * it wrote.
+ *
+ * Return: the length of the name in @dst.
+ */
+static inline unsigned int pcinet_name_sanitize(char *dst, const char *src)
+{
+	unsigned int i;
+
+	for (i = 0; i < PCINET_NAME_MAX && src[i]; i++)
+		dst[i] = pcinet_name_char_ok(src[i]) ? src[i] : '_';
+	memset(dst + i, 0, PCINET_NAME_LEN - i);
+	return i;
 }
 
 /**
@@ -413,6 +479,9 @@ static_assert(offsetof(struct pcinet_ctrl, heartbeat) == 12);
 static_assert(offsetof(struct pcinet_ctrl, chan_open) == 16);
 static_assert(offsetof(struct pcinet_ctrl, ack_gen) == 20);
 static_assert(offsetof(struct pcinet_ctrl, features) == 24);
+static_assert(offsetof(struct pcinet_ctrl, slot) == 28);
+static_assert(offsetof(struct pcinet_ctrl, name) == 32);
+static_assert(offsetof(struct pcinet_ctrl, pad) == 48);
 static_assert(offsetof(struct pcinet_ctrl, chan) == PCINET_CACHELINE);
 static_assert(sizeof(struct pcinet_ctrl) ==
 	      PCINET_CACHELINE + PCINET_MAX_CHAN * 2 * PCINET_CACHELINE);

@@ -40,6 +40,13 @@
  *
  * All state changes run in one work item under @lock; a timer keeps the
  * heartbeat going and runs the work every tick.
+ *
+ * Identity: each side publishes a slot number and a short name in the
+ * peer's control block (struct pcinet_ctrl @slot and @name), written
+ * with the rest of the block on every tick.  Ours comes from the module
+ * parameters (name=, slot=) or the host name, fixed when the link is
+ * created; the peer's is read again on every run of the work while its
+ * block is live, and is kept as last seen while it is not.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -52,6 +59,7 @@
 #include <linux/stringify.h>
 #include <linux/spinlock.h>
 #include <linux/timer.h>
+#include <linux/utsname.h>
 #include <linux/workqueue.h>
 
 #include "pcinet_link.h"
@@ -61,6 +69,16 @@ module_param(peer_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(peer_timeout_ms,
 		 "Declare a silent peer gone after this many ms (default "
 		 __stringify(PCINET_PEER_TIMEOUT_MS) ")");
+
+static char *pcinet_name;
+module_param_named(name, pcinet_name, charp, 0444);
+MODULE_PARM_DESC(name,
+		 "Name published to the peers (default: the host name; at most "
+		 __stringify(PCINET_NAME_MAX) " of [A-Za-z0-9._-], others become _)");
+
+static unsigned int pcinet_slot;
+module_param_named(slot, pcinet_slot, uint, 0444);
+MODULE_PARM_DESC(slot, "Slot number published to the peers (default 0: unknown)");
 
 /* One timer beats the heartbeat and runs the tick. */
 #define PCINET_TICK	msecs_to_jiffies(PCINET_TICK_MS)
@@ -124,6 +142,14 @@ struct pcinet_channel {
  * @fault: set by a front-end that saw a protocol error
  * @fault_what: what it saw, for the message
  * @fault_chan: where
+ * @own_id: the identity we publish; fixed at creation
+ * @ident_lock: guards @peer_id: it is written under @lock and it, read
+ *	under it alone (the accessors run under RTNL, which a front-end's
+ *	start and stop take under @lock: they cannot take @lock)
+ * @peer_id: the peer's identity, as last read from a live block
+ * @id_event: tells udev that @peer_id changed, at most once per
+ *	PCINET_ID_EVENT_DELAY: a peer renaming itself every tick costs one
+ *	uevent a second, and the last name is always reported
  */
 struct pcinet_link {
 	struct device *dev;
@@ -158,7 +184,14 @@ struct pcinet_link {
 	atomic_t fault;
 	const char *fault_what;
 	enum pcinet_chan fault_chan;
+
+	struct pcinet_ident own_id;
+	spinlock_t ident_lock; /* peer_id */
+	struct pcinet_ident peer_id;
+	struct delayed_work id_event;
 };
+
+#define PCINET_ID_EVENT_DELAY	HZ
 
 /* Only a channel's front-end raises a fault on it: it has a name. */
 static const char *pcinet_chan_name(enum pcinet_chan chan)
@@ -212,6 +245,8 @@ static void pcinet_link_refresh(struct pcinet_link *link)
 	lockdep_assert_held(&link->lock);
 	WRITE_ONCE(out->magic, cpu_to_le32(PCINET_CTRL_MAGIC));
 	WRITE_ONCE(out->features, cpu_to_le32(PCINET_LINK_FEATURES));
+	/* L1 (below): our identity is visible before our gen */
+	pcinet_ident_write(out, &link->own_id);
 	WRITE_ONCE(out->ack_gen,
 		   cpu_to_le32(link->synced_gen ? link->gen : 0));
 	WRITE_ONCE(out->peer_gen, cpu_to_le32(link->synced_gen));
@@ -284,14 +319,36 @@ static void pcinet_link_view(struct pcinet_link *link,
 	v->their_ack_gen = pcinet_in(&link->in->ack_gen);
 }
 
+/*
+ * Read the peer's identity again; @gen is the peer's, load-acquired (L2:
+ * pairs with L1 in the peer's refresh, which writes the identity before
+ * its gen).  A block that is not live says nothing: the last identity
+ * read stays.  Return: true if it changed.
+ */
+static bool pcinet_link_read_peer_id(struct pcinet_link *link, u32 gen)
+{
+	struct pcinet_ident id;
+	bool changed;
+
+	if (!pcinet_ctrl_live(pcinet_in(&link->in->magic), gen))
+		return false;
+	pcinet_ident_read(link->in, &id);
+	spin_lock(&link->ident_lock);
+	changed = memcmp(&id, &link->peer_id, sizeof(id));
+	if (changed)
+		link->peer_id = id;
+	spin_unlock(&link->ident_lock);
+	return changed;
+}
+
 static void pcinet_link_work(struct work_struct *work)
 {
 	struct pcinet_link *link = container_of(work, struct pcinet_link, work);
 	struct pcinet_hs_view v;
 	u32 gen, epoch, open, changed;
+	bool alive, new_id = false;
 	enum pcinet_hs act;
 	const char *why;
-	bool alive;
 	int c;
 
 	mutex_lock(&link->lock);
@@ -328,6 +385,13 @@ static void pcinet_link_work(struct work_struct *work)
 	v.their_gen = gen;
 	v.their_magic = pcinet_in(&link->in->magic);
 	alive = pcinet_ctrl_live(v.their_magic, gen);
+	if (alive && pcinet_link_read_peer_id(link, gen)) {
+		new_id = true;
+		dev_info_ratelimited(link->dev,
+				     "link %d peer: name \"%s\", slot %u\n",
+				     link->index, link->peer_id.name,
+				     link->peer_id.slot);
+	}
 	pcinet_link_view(link, &v);
 	act = pcinet_handshake(&v, &why);
 	if (act == PCINET_HS_RESET || act == PCINET_HS_RESTART)
@@ -374,7 +438,19 @@ static void pcinet_link_work(struct work_struct *work)
 		pcinet_link_reset(link, "no handshake");
 	pcinet_link_refresh(link);
 out:
+	/* Not queued again while pending: the coalescing. */
+	if (new_id && !link->stopping)
+		schedule_delayed_work(&link->id_event, PCINET_ID_EVENT_DELAY);
 	mutex_unlock(&link->lock);
+}
+
+/* peer_name, peer_slot (and phys_port_name) changed: tell udev. */
+static void pcinet_link_id_event(struct work_struct *work)
+{
+	struct pcinet_link *link = container_of(to_delayed_work(work),
+						struct pcinet_link, id_event);
+
+	kobject_uevent(&link->dev->kobj, KOBJ_CHANGE);
 }
 
 static void pcinet_link_timer(struct timer_list *t)
@@ -482,7 +558,9 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 	link->out = (struct pcinet_ctrl *)(win + lay.ctrl_off[link->peer]);
 	mutex_init(&link->lock);
 	spin_lock_init(&link->open_lock);
+	spin_lock_init(&link->ident_lock);
 	INIT_WORK(&link->work, pcinet_link_work);
+	INIT_DELAYED_WORK(&link->id_event, pcinet_link_id_event);
 	timer_setup(&link->timer, pcinet_link_timer, 0);
 	atomic_set(&link->fault, 0);
 
@@ -502,6 +580,16 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 	memset(link->out, 0, sizeof(*link->out));
 	link->gen = get_random_u32() | 1;
 	link->peer_epoch = pcinet_peer_epoch(link);
+	pcinet_ident_set(&link->own_id, pcinet_slot,
+			 pcinet_name && *pcinet_name ? pcinet_name :
+			 init_utsname()->nodename);
+	/*
+	 * A peer already running names itself before our front-ends are
+	 * created, so udev sees its name when they appear.  L2: pairs with
+	 * L1 in the peer's refresh.
+	 */
+	pcinet_link_read_peer_id(link,
+				 le32_to_cpu(pcinet_load_acquire(&link->in->gen)));
 
 	err = ida_alloc(&pcinet_link_ida, GFP_KERNEL);
 	if (err < 0)
@@ -565,6 +653,7 @@ void pcinet_link_stop(struct pcinet_link *link)
 	mutex_unlock(&link->lock);
 	del_timer_sync(&link->timer);	/* not re-armed: @stopping */
 	cancel_work_sync(&link->work);	/* returns at once from now on */
+	cancel_delayed_work_sync(&link->id_event);	/* not queued again */
 	if (!started)
 		return;
 	WRITE_ONCE(link->out->chan_open, cpu_to_le32(0));
@@ -615,6 +704,32 @@ void pcinet_link_doorbell(struct pcinet_link *link, unsigned int vector)
 		if (READ_ONCE(link->up) && s->ops)
 			s->ops->kick(s->priv);
 	}
+}
+
+/**
+ * pcinet_link_peer_ident - the peer's identity, for the backend's sysfs
+ * @link: the link
+ * @id: filled in: what the peer published when last seen running; zero
+ *	if none yet
+ *
+ * Any context but hard interrupt; takes only the identity's spinlock.
+ */
+void pcinet_link_peer_ident(struct pcinet_link *link, struct pcinet_ident *id)
+{
+	spin_lock(&link->ident_lock);
+	*id = link->peer_id;
+	spin_unlock(&link->ident_lock);
+}
+
+/**
+ * pcinet_link_own_ident - the identity we publish on a link
+ * @link: the link
+ *
+ * Return: fixed from pcinet_link_create() on.
+ */
+const struct pcinet_ident *pcinet_link_own_ident(const struct pcinet_link *link)
+{
+	return &link->own_id;
 }
 
 /* ----- the channel interface (pcinet_chan.h) ----- */
@@ -787,4 +902,18 @@ bool pcinet_chan_peer_open(const struct pcinet_channel *ch)
 
 	return READ_ONCE(link->up) &&
 	       (pcinet_in(&link->in->chan_open) & BIT(ch->chan));
+}
+
+/**
+ * pcinet_chan_peer_ident - who is at the other end of a channel's link
+ * @ch: the channel
+ * @id: filled in: the identity the peer published when last seen
+ *	running, sanitized; zero (slot 0, name "") if none yet
+ *
+ * Any context but hard interrupt; takes no lock a front-end holds.
+ */
+void pcinet_chan_peer_ident(const struct pcinet_channel *ch,
+			    struct pcinet_ident *id)
+{
+	pcinet_link_peer_ident(ch->link, id);
 }

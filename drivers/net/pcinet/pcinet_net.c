@@ -650,6 +650,28 @@ static void pcinet_get_stats64(struct net_device *dev,
 	s->rx_errors = s->rx_length_errors + s->rx_crc_errors;
 }
 
+/*
+ * The port's name is the board at the other end, so a udev rule can name
+ * the interface after it (ATTR{phys_port_name}): the peer's name, else
+ * "slot<N>", else none.  The peer's name always fits (PCINET_NAME_MAX).
+ */
+static int pcinet_get_phys_port_name(struct net_device *dev, char *name,
+				     size_t len)
+{
+	struct pcinet_net *np = netdev_priv(dev);
+	struct pcinet_ident id;
+	int n;
+
+	pcinet_chan_peer_ident(np->chan, &id);
+	if (id.name[0])
+		n = snprintf(name, len, "%s", id.name);
+	else if (id.slot)
+		n = snprintf(name, len, "slot%u", id.slot);
+	else
+		return -EOPNOTSUPP;
+	return (size_t)n < len ? 0 : -EINVAL;
+}
+
 static const struct net_device_ops pcinet_netdev_ops = {
 	.ndo_open = pcinet_open,
 	.ndo_stop = pcinet_stop,
@@ -657,6 +679,7 @@ static const struct net_device_ops pcinet_netdev_ops = {
 	.ndo_get_stats64 = pcinet_get_stats64,
 	.ndo_set_mac_address = eth_mac_addr,
 	.ndo_validate_addr = eth_validate_addr,
+	.ndo_get_phys_port_name = pcinet_get_phys_port_name,
 };
 
 /* ----- ethtool ----- */

@@ -584,6 +584,54 @@ bool pcinet_rx_arm(struct pcinet_rx *rx)
 }
 
 /**
+ * pcinet_ident_set - our identity, as we publish it
+ * @id: filled in
+ * @slot: our slot; 0: unknown
+ * @name: our name, a C string: sanitized and cut to PCINET_NAME_MAX
+ *	characters (pcinet_name_sanitize()); "" or NULL: none
+ */
+void pcinet_ident_set(struct pcinet_ident *id, u32 slot, const char *name)
+{
+	id->slot = slot;
+	pcinet_name_sanitize(id->name, name ? name : "");
+}
+
+/**
+ * pcinet_ident_read - copy the peer's identity out of its control block
+ * @ctrl: the block, in the window: the peer may write it meanwhile
+ * @id: filled in, sanitized
+ *
+ * Every byte is read from the window once: @name is copied out before
+ * anything looks at it, then pcinet_name_sanitize() runs on the copy (it
+ * reads at most PCINET_NAME_MAX bytes and trusts no NUL).  The caller
+ * reads only a live block, after its load-acquire of @gen (L2).
+ */
+void pcinet_ident_read(const struct pcinet_ctrl *ctrl, struct pcinet_ident *id)
+{
+	char raw[PCINET_NAME_LEN];
+
+	memcpy(raw, ctrl->name, sizeof(raw));
+	id->slot = le32_to_cpu(READ_ONCE(ctrl->slot));
+	pcinet_name_sanitize(id->name, raw);
+}
+
+/**
+ * pcinet_ident_write - store our identity in the peer's control block
+ * @ctrl: the peer's control inbox, in the window
+ * @id: our identity, from pcinet_ident_set()
+ *
+ * Writes every byte of @slot and @name, the unused tail of @name as the
+ * zeroes pcinet_ident_set() left there: nothing else reaches the window.
+ * Soft state: the caller does it again on every tick, before its
+ * store-release of @gen (L1).
+ */
+void pcinet_ident_write(struct pcinet_ctrl *ctrl, const struct pcinet_ident *id)
+{
+	WRITE_ONCE(ctrl->slot, cpu_to_le32(id->slot));
+	memcpy(ctrl->name, id->name, sizeof(ctrl->name));
+}
+
+/**
  * pcinet_handshake - the link's handshake decision, on the control words
  * @v: our state and the peer's control words, as read
  * @why: set to the reason when the answer is a reset

@@ -224,6 +224,22 @@ struct pcinet_hs_view {
 enum pcinet_hs pcinet_handshake(const struct pcinet_hs_view *v,
 				const char **why);
 
+/**
+ * struct pcinet_ident - a side's identity, in private memory
+ * @slot: struct pcinet_ctrl @slot; 0: unknown
+ * @name: struct pcinet_ctrl @name, sanitized and NUL-terminated; "": none
+ */
+struct pcinet_ident {
+	u32 slot;
+	char name[PCINET_NAME_LEN];
+};
+
+void pcinet_ident_set(struct pcinet_ident *id, u32 slot, const char *name);
+void pcinet_ident_read(const struct pcinet_ctrl *ctrl,
+		       struct pcinet_ident *id);
+void pcinet_ident_write(struct pcinet_ctrl *ctrl,
+			const struct pcinet_ident *id);
+
 void pcinet_tx_init(struct pcinet_tx *tx, void *data, u32 size,
 		    struct pcinet_chan_ctrl *out,
 		    const struct pcinet_chan_ctrl *in);

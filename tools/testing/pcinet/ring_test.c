@@ -2048,6 +2048,95 @@ static int t_rules(struct fx *f __maybe_unused,
 	return 0;
 }
 
+/*
+ * Identity (struct pcinet_ctrl @slot and @name): what a peer wrote in the
+ * field, byte for byte, and what pcinet_ident_read() must make of it.
+ * The field is untrusted: no NUL, control bytes, bytes past the bound.
+ */
+static int t_ident(struct fx *f __maybe_unused,
+		   const struct tcase *tc __maybe_unused)
+{
+	static const struct {
+		const char *what;
+		u8 field[PCINET_NAME_LEN];
+		u32 slot;
+		const char *want;
+	} rows[] = {
+		{ "all zero: none published (an old peer)", { 0 }, 0, "" },
+		{ "plain", "board3", 3, "board3" },
+		{ "every allowed character", "aZ09-_.", 19, "aZ09-_." },
+		{ "15 characters, the last byte 0", "abcdefghijklmno", 1,
+		  "abcdefghijklmno" },
+		{ "no NUL at all: cut at 15",
+		  { 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l',
+		    'm', 'n', 'o', 'p' }, 0, "abcdefghijklmno" },
+		{ "no NUL, bytes >= 0x80", { [0 ... 15] = 0xff }, 0,
+		  "_______________" },
+		{ "control, space, slash, colon, quote",
+		  { 'a', '\n', ' ', '/', ':', '"', '\x1b', 'b' }, 0, "a______b" },
+		{ "stops at the first NUL, ignores the rest",
+		  { 'x', 'y', 0, 'S', 'E', 'C', 'R', 'E', 'T' }, 0, "xy" },
+		{ "leading NUL: no name, slot still read",
+		  { 0, 'z' }, 0xffffffffu, "" },
+	};
+	struct pcinet_ctrl *ctrl;
+	struct pcinet_ident id;
+	char name[64];
+	u32 i;
+
+	ctrl = calloc(1, sizeof(*ctrl));
+	if (!ctrl)
+		return failf("out of memory");
+	for (i = 0; i < ARRAY_SIZE(rows); i++) {
+		memset(&id, 0xa5, sizeof(id));
+		ctrl->slot = cpu_to_le32(rows[i].slot);
+		memcpy(ctrl->name, rows[i].field, PCINET_NAME_LEN);
+		pcinet_ident_read(ctrl, &id);
+		if (id.slot != rows[i].slot || strcmp(id.name, rows[i].want) ||
+		    /* NUL-terminated and zero to the end: nothing left over */
+		    id.name[PCINET_NAME_LEN - 1] ||
+		    memcmp(id.name + strlen(id.name),
+			   "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+			   PCINET_NAME_LEN - strlen(id.name))) {
+			free(ctrl);
+			return failf("row %u (%s): slot %u name \"%.*s\"", i,
+				     rows[i].what, id.slot, PCINET_NAME_LEN,
+				     id.name);
+		}
+	}
+
+	/*
+	 * Writing: a long host name with bad characters is cut and mapped,
+	 * every byte of the field is written (no stale byte survives), and
+	 * what a peer reads back is exactly what was written.
+	 */
+	memset(ctrl, 0xee, sizeof(*ctrl));
+	pcinet_ident_set(&id, 7, "very-long host.name.example");
+	CHECK(!strcmp(id.name, "very-long_host."), "%s", id.name);
+	pcinet_ident_write(ctrl, &id);
+	CHECK(le32_to_cpu(ctrl->slot) == 7, "");
+	CHECK(!memcmp(ctrl->name, "very-long_host.", PCINET_NAME_LEN), "");
+	CHECK(ctrl->pad[0] == 0xeeeeeeee && ctrl->features == 0xeeeeeeee,
+	      "only slot and name written");
+	memset(&id, 0, sizeof(id));
+	pcinet_ident_read(ctrl, &id);
+	CHECK(id.slot == 7 && !strcmp(id.name, "very-long_host."), "");
+	pcinet_ident_set(&id, 0, "b");
+	pcinet_ident_write(ctrl, &id);
+	snprintf(name, sizeof(name), "%.*s", PCINET_NAME_LEN,
+		 (const char *)ctrl->name);
+	CHECK(!strcmp(name, "b") && !ctrl->name[1] &&
+	      !ctrl->name[PCINET_NAME_LEN - 1], "the old name's tail is zeroed");
+	pcinet_ident_set(&id, 0, NULL);
+	CHECK(!id.name[0], "");
+	free(ctrl);
+	CHECK(PCINET_NAME_MAX + 1 == PCINET_NAME_LEN, "");
+	CHECK(!pcinet_name_char_ok(0) && !pcinet_name_char_ok(' ') &&
+	      !pcinet_name_char_ok('/') && !pcinet_name_char_ok(0x7f) &&
+	      pcinet_name_char_ok('.'), "");
+	return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* Handshake                                                           */
 /* ------------------------------------------------------------------ */
@@ -2450,6 +2539,7 @@ static const struct tcase cases[] = {
 	{ "layout: virtio regions",		t_layout_vio,	0, NET, 0 },
 	{ "layout: virtio block parse",		t_layout_vio_parse, 0, NET, 0 },
 	{ "layout: peer rules",			t_rules,	0, NET, 0 },
+	{ "layout: identity (slot, name sanitizer)", t_ident,	0, NET, 0 },
 	{ "handshake: decision table",		t_hs_table,	0, NET, 0 },
 	{ "handshake: fresh start both sides",	t_hs_fresh,	0, NET, 0 },
 	{ "handshake: peer restart",		t_hs_restart,	0, NET, 0 },
