@@ -130,7 +130,9 @@ def bring_up(t, timeout=30.0):
     def up_host(vm):
         h.load(vm, wait=tuple(f'/sys/class/net/{i}' for i in host_ifs)
                + tuple(f'/dev/ttyPCI{i}' for i in range(n)), timeout=10)
-        vm.run(f'[ -d /sys/module/bridge ] || insmod {EXTRA}/bridge.ko; '
+        # bridge.ko is there unless the kernel has it built in (debug)
+        vm.run(f'if [ -e {EXTRA}/bridge.ko ] && ! grep -q "^bridge " '
+               f'/proc/modules; then insmod {EXTRA}/bridge.ko || exit 1; fi; '
                f'ip link add {BRIDGE} type bridge forward_delay 0 && '
                f'ip addr add {HOST_IP}/24 dev {BRIDGE} && '
                f'ip link set {BRIDGE} up && '
@@ -276,7 +278,8 @@ def run(t, out=print):
                 failed.append(line)
         counts.append((sum(ok for ok, _ in res), len(res)))
     (nn, tn), (np_, tp), (nc, tc) = counts
-    out(f'== chassis: host + {len(boards(t))} boards: names {nn}/{tn}, '
+    n = len(boards(t))
+    out(f'== chassis: host + {n} board{"s" if n != 1 else ""}: names {nn}/{tn}, '
         f'board-to-board and host pings {np_}/{tp}, consoles {nc}/{tc}')
     return failed
 
@@ -290,8 +293,8 @@ def interact(t):
     names = ' '.join(vm.name for vm in t.vms)
     print(f'\n== the chassis stays up: type "<machine> <command>" '
           f'(machines: {names}), end with Ctrl-D.  A board\'s console from '
-          f'the host: "host exec 3<>/dev/ttyPCI0; echo uname -a >&3; '
-          f'timeout 3 cat <&3"', flush=True)
+          f'the host: "host exec 3<>/dev/ttyPCI0; echo uname -r >&3; '
+          f'timeout 3 head -n 1 <&3"', flush=True)
     for line in sys.stdin:
         name, _, cmd = line.strip().partition(' ')
         if not name:
@@ -328,7 +331,8 @@ def main():
         initrd = h.build_initramfs(wd / 'initramfs.cpio.gz',
                                    extra_modules(env), env)
         topo = h.Topology(wd, env['VMLINUZ'], initrd, topology(args.boards))
-        print(f'== booting host and {args.boards} boards (TCG), one '
+        print(f'== booting host and {args.boards} board'
+              f'{"s" if args.boards != 1 else ""} (TCG), one '
               f'pcinet-fabric per link', flush=True)
         topo.boot()
         print(f'   booted in {topo.boot_time:.1f}s', flush=True)
