@@ -239,8 +239,10 @@ def start_consoles(t):
 
 
 def check_consoles(t, ports):
-    """The host sends a command line down each of its ttys; the board at
-    the other end (device/peer_name) must answer with its own name."""
+    """start_consoles(), then the host sends a command line down each of
+    its ttys; the board at the other end (device/peer_name) must answer
+    with its own name and slot."""
+    start_consoles(t)
     res = []
     for ifname, tty, name, pslot, _ in ports:
         if tty == '-':
@@ -267,7 +269,7 @@ def run(t, out=print):
                 ('every board reaches every other through the host\'s br0',
                  lambda: check_pings(t)),
                 ('the console of every board from the host (/dev/ttyPCI<k>)',
-                 lambda: (start_consoles(t), check_consoles(t, ports))[1]))
+                 lambda: check_consoles(t, ports)))
     counts = []
     for title, fn in sections:
         out(f'== {title}')
@@ -279,8 +281,9 @@ def run(t, out=print):
         counts.append((sum(ok for ok, _ in res), len(res)))
     (nn, tn), (np_, tp), (nc, tc) = counts
     n = len(boards(t))
-    out(f'== chassis: host + {n} board{"s" if n != 1 else ""}: names {nn}/{tn}, '
-        f'board-to-board and host pings {np_}/{tp}, consoles {nc}/{tc}')
+    out(f'== chassis: host + {n} board{"s" if n != 1 else ""}: '
+        f'names {nn}/{tn}, board-to-board and host pings {np_}/{tp}, '
+        f'consoles {nc}/{tc}')
     return failed
 
 
