@@ -13,7 +13,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 SRC := $(TOP)/drivers/net/pcinet
 KBUILD_ARGS = -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
 
-.PHONY: all module debug-kernel debug-module fabric unit setup check demo bench bench-storage soak \
+.PHONY: all module debug-kernel debug-module fabric unit setup check demo chassis bench bench-storage soak \
 	style sparse w1 w1-6.1 w1-6.12 gates install dkms clean
 
 all: module fabric
@@ -81,6 +81,11 @@ check:
 
 demo:
 	$(TOP)/scripts/demo.sh
+
+# A host and BOARDS boards (default 4), one link each, bridged on the host
+# (tests/qemu/chassis.py); KEEP=1 leaves it running.
+chassis:
+	BOARDS="$(BOARDS)" KEEP="$(KEEP)" $(TOP)/scripts/chassis.sh
 
 bench:
 	$(TOP)/scripts/bench.sh
