@@ -196,7 +196,7 @@ def unit(name):
 SCALE_NS = (1, 2, 4, 8, 16, 19)
 SCALE = (
     ('up_s', 'all up, s (insmod to the last carrier)', 's'),
-    ('agg_mbps', 'aggregate TCP, Mbit/s (all links at once)', 'Mbit/s'),
+    ('agg_mbps', 'aggregate TCP, Mbit/s (all links at once, received)', 'Mbit/s'),
     ('min_mbps', 'per link min, Mbit/s', 'Mbit/s'),
     ('max_mbps', 'per link max, Mbit/s', 'Mbit/s'),
     ('mem_drop_kib', 'MemAvailable drop, KiB', 'KiB'),

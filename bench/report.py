@@ -126,9 +126,11 @@ def scale_md(R, w):
       'ivshmem devices, one fabric each; the other side of each link is a `pcinet-peer` on '
       'this machine, its TAP in a network namespace of its own (tests/qemu/scale.py). '
       'One run per N. **all up**: guest seconds from `insmod` to the last carrier (every '
-      'peer already running). **TCP**: iperf3 from every peer to the guest at once, '
-      f"{sc.get('secs', '?')} s, MTU 1500, the receiver's count; min and max are over the "
-      'links (fairness). **MemAvailable drop**: the guest\'s, caches dropped, before `insmod` '
+      'peer already running). **TCP**: iperf3 from every peer to the guest at once, MTU '
+      "1500; each link's Mbit/s is what the guest's pcinet<i> received (rx_bytes, Ethernet "
+      f"frames) over one common window of {sc.get('secs', '?')} s once every client runs (the "
+      'clients start one after another; their own iperf3 figures are in scale.json); min '
+      'and max are over the links (fairness). **MemAvailable drop**: the guest\'s, caches dropped, before `insmod` '
       'and after every link is up and has passed a ping (includes the module itself once). '
       "**idle interrupts**: the pcinet lines of the guest's /proc/interrupts over "
       f"{sc.get('idle_secs', 5)} s with nothing sent (IPv6 off on both sides).\n")
@@ -170,7 +172,7 @@ set multiplot layout 1,3 title "One guest, N links to N pcinet-peers (TCG)"
 set xlabel "links (N)"
 set xrange [0:{top}]
 set grid ytics
-set key top left
+set key below
 set title "TCP, all links sending at once"
 set ylabel "Mbit/s"
 set yrange [0:*]

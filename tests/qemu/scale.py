@@ -134,19 +134,33 @@ class Rig:
         u0, _, i0, u1, _, i1 = out.split()
         return (int(i1) - int(i0)) / (float(u1) - float(u0))
 
-    def iperf_all(self, secs=5):
-        """iperf3 from every peer's namespace to the guest at once, secs
-        each; the Mbit/s each link's receiver counted."""
-        vm = self.vm
+    def iperf_all(self, secs=5, warmup=2):
+        """iperf3 from every peer's namespace to the guest at once (the
+        load); returns (per-link Mbit/s received by the guest's pcinet<i>
+        over one common window of secs, after warmup s, from rx_bytes;
+        each link's iperf3 receiver figure over its own run).  The
+        clients start one after another: only the common window is
+        fair."""
+        vm, n = self.vm, self.n
         vm.run('killall iperf3 >/dev/null 2>&1; ' + '; '.join(
             f'iperf3 -s -1 -D -p {IPERF_PORT + k} >/dev/null 2>&1'
-            for k in range(self.n)) + '; usleep 500000')
+            for k in range(n)) + '; usleep 500000')
         procs = [subprocess.Popen(
             ['ip', 'netns', 'exec', p.ns, 'iperf3', '-J', '-i', '0', '-c',
-             guest_ip(k), '-p', str(IPERF_PORT + k), '-t', str(secs)],
+             guest_ip(k), '-p', str(IPERF_PORT + k), '-t',
+             str(secs + 2 * warmup)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for k, p in enumerate(self.peers)]
-        mbps = []
+        time.sleep(warmup)
+        rx = ' '.join(f'/sys/class/net/{self.ifname[k]}/statistics/rx_bytes'
+                      for k in range(n))
+        out = vm.run(f'cat /proc/uptime {rx}; sleep {secs}; '
+                     f'cat /proc/uptime {rx}', timeout=secs + 60).split()
+        u0, b0 = float(out[0]), out[2:2 + n]
+        u1, b1 = float(out[2 + n]), out[4 + n:]
+        window = [(int(y) - int(x)) * 8 / (u1 - u0) / 1e6
+                  for x, y in zip(b0, b1)]
+        own = []
         for k, pr in enumerate(procs):
             try:
                 out = pr.communicate(timeout=secs + 90)[0]
@@ -160,8 +174,8 @@ class Rig:
             if res.get('error'):
                 raise h.CaseFailure(f'iperf3 to {guest_ip(k)}: '
                                     f'{res["error"]}')
-            mbps.append(h.iperf3_mbps(res))
-        return mbps
+            own.append(h.iperf3_mbps(res))
+        return window, own
 
     def close(self):
         for p in self.peers:
@@ -180,10 +194,10 @@ def measure(t, n, secs=5, idle_secs=5):
         rig.ping_all()
         mem_after = rig.meminfo()
         irqs = rig.idle_irqs(idle_secs)
-        mbps = rig.iperf_all(secs)
+        mbps, own = rig.iperf_all(secs)
         return {'n': n, 'up_s': up, 'agg_mbps': sum(mbps),
                 'min_mbps': min(mbps), 'max_mbps': max(mbps),
-                'per_link_mbps': mbps,
+                'per_link_mbps': mbps, 'iperf3_mbps': own,
                 'mem_drop_kib': rig.mem_before - mem_after,
                 'mem_per_link_kib': (rig.mem_before - mem_after) / n,
                 'idle_irqs_per_s': irqs}
