@@ -13,7 +13,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 SRC := $(TOP)/drivers/net/pcinet
 KBUILD_ARGS = -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
 
-.PHONY: all module debug-kernel debug-module fabric unit setup check demo chassis bench bench-storage soak \
+.PHONY: all module debug-kernel debug-module fabric unit setup check demo chassis bench bench-storage bench-scale soak \
 	style sparse w1 w1-6.1 w1-6.12 gates install dkms clean
 
 all: module fabric
@@ -93,6 +93,10 @@ bench:
 # make bench's storage section alone: bench/results/storage.{json,md}
 bench-storage:
 	$(TOP)/scripts/bench.sh --only storage
+
+# make bench's scaling section alone: bench/results/scale.{json,md,png}
+bench-scale:
+	$(TOP)/scripts/bench.sh --only scale
 
 # Traffic and faults of every kind for MINUTES (default 10) on the debug
 # kernel (KERNEL=debian for Debian's): see tests/qemu/soak.py.

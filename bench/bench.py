@@ -35,6 +35,12 @@ with min and max:
     b for reference: fio sequential 1 MiB (iodepth 8) and random 4 KiB
     (iodepth 32 and 1) I/O, guest CPU per GB, a tar copy of a source-like
     tree and a create/stat/unlink loop (measure_storage()).
+  - scaling (scale_sweep(), after the pair, on machines of its own): one
+    guest with N = 1, 2, 4, 8, 16, 19 links to N pcinet-peers on this
+    machine (tests/qemu/scale.py): seconds from insmod to the last
+    carrier, aggregate and per-link (min, max) iperf3 TCP Mbit/s with
+    every peer sending to the guest at once, the guest's MemAvailable
+    drop per link, pcinet interrupts per second over 5 s of idle.
 
 Measuring and reporting are apart: this file measures and writes
 bench/results/latest.json (every figure, the runs, the trace, the
@@ -49,6 +55,9 @@ label, for both.  Progress goes to stdout.  Usage:
                                        16 MiB through NBD and 9P, sha256 checked)
     python3 bench/bench.py --only storage   (the storage section alone, ~6 min:
                                        results/storage.json and storage.md)
+    python3 bench/bench.py --only scale [--scale-n 1,2,4,8]
+                                      (the scaling section alone, ~15 min:
+                                       results/scale.json, scale.md, scale.png)
 
 Environment: BENCH_REPS, BENCH_SECS, BENCH_STORAGE_SECS, BENCH_META_FILES
 (defaults for the options); those of
@@ -1173,6 +1182,84 @@ class Bench:
 
 
 # --------------------------------------------------------------------------
+# the scaling section: one guest, N links to N pcinet-peers
+# --------------------------------------------------------------------------
+
+def scale_sweep(args):
+    """For each N of args.scale_n: boot one guest with N links whose other
+    sides are pcinet-peers on this machine (tests/qemu/scale.py), measure
+    (scale.measure()), tear it down.  One topology at a time; a failed N
+    is an error line, not the end of the sweep."""
+    import scale as S		# tests/qemu/scale.py (imports test_peer)
+    env = h.load_env()
+    wd = h.make_workdir('run.scale.')
+    sweep = {'rows': [], 'errors': [], 'splats': [], 'guest': {},
+             'secs': args.secs, 'idle_secs': 5}
+    try:
+        h.check_fresh_build()
+        initrd = h.build_initramfs(wd / 'initramfs.cpio.gz', [h.PCINET_KO], env)
+        for n in args.scale_n:
+            progress(f'== scale: one guest, {n} links to {n} pcinet-peers')
+            (wd / f'n{n}').mkdir()
+            topo = h.Topology(wd / f'n{n}', env['VMLINUZ'], initrd, S.topology(n))
+            try:
+                topo.boot()
+                a = topo.a
+                if not sweep['guest']:
+                    sweep['guest'] = {
+                        'kernel': run(a, 'uname -r').strip(),
+                        'vcpus': int(run(a, 'nproc').strip()),
+                        'mem_kib': int(run(a, "awk '/MemTotal/ {print $2}' "
+                                           '/proc/meminfo').strip())}
+                row = S.measure(topo, n, secs=args.secs,
+                                idle_secs=sweep['idle_secs'])
+                row['boot_s'] = topo.boot_time
+                sweep['rows'].append(row)
+                progress(f"  N={n}: up {row['up_s']:.2f}s; {row['agg_mbps']:.0f} Mbit/s "
+                         f"(per link {row['min_mbps']:.0f}..{row['max_mbps']:.0f}); "
+                         f"{row['mem_per_link_kib']:.0f} KiB/link; "
+                         f"idle {row['idle_irqs_per_s']:.1f} irq/s")
+            except (h.HarnessError, h.CaseFailure) as e:
+                msg = f'N={n}: {type(e).__name__}: {e}'
+                sweep['errors'].append(msg)
+                progress('ERROR ' + msg.splitlines()[0][:200])
+            finally:
+                sweep['splats'] += [f'N={n}: {s}' for s in
+                                    h.dmesg_check(topo.a.console_log())]
+                topo.teardown()
+    finally:
+        h.release_workdir(wd, args.keep)
+    return sweep
+
+
+def write_scale(out, meta, sweep):
+    """OUT/scale.json, scale.md and scale.png from one sweep."""
+    doc = {'meta': dict(meta, only='scale', guest=sweep['guest'],
+                        splats=sweep['splats']),
+           'scale': sweep, 'errors': sweep['errors']}
+    tmp = out / 'scale.json.tmp'
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + '\n')
+    tmp.replace(out / 'scale.json')
+    report.write_scale_png(out / 'scale.png', sweep)
+    report.write_md(out / 'scale.md', doc)
+
+
+def scale_main(args, meta, out):
+    """bench.py --only scale: the sweep alone."""
+    sweep = {'rows': [], 'errors': ['interrupted'], 'splats': [], 'guest': {}}
+    try:
+        sweep = scale_sweep(args)
+    except KeyboardInterrupt:
+        progress('interrupted')
+    meta['load_end'] = ', '.join(f'{x:.2f}' for x in os.getloadavg())
+    meta['run_time_min'] = (time.monotonic() - T0) / 60
+    write_scale(out, meta, sweep)
+    progress(f"done in {meta['run_time_min']:.1f} min: {out / 'scale.md'}"
+             + (f"; {len(sweep['errors'])} errors" if sweep['errors'] else ''))
+    return 1 if sweep['errors'] or sweep['splats'] else 0
+
+
+# --------------------------------------------------------------------------
 # output: json, md, png
 # --------------------------------------------------------------------------
 
@@ -1268,7 +1355,11 @@ def main(argv=None):
                     help='a minute\'s check of the machinery: boot, set the guests up, one '
                     '1 s iperf3 per link, 16 MiB through NBD and 9P checked by sha256, '
                     'tear down; no figure is kept, nothing written')
-    ap.add_argument('--only', choices=('storage',),
+    ap.add_argument('--scale-n', type=lambda v: [int(x) for x in v.split(',')],
+                    default=list(F.SCALE_NS),
+                    help='the scaling section\'s numbers of links, comma-separated '
+                    f'(default {",".join(map(str, F.SCALE_NS))})')
+    ap.add_argument('--only', choices=('storage', 'scale'),
                     help='measure one section only; its results go to OUT/<section>.json '
                     'and .md (latest.* stay as they are)')
     ap.add_argument('--storage-secs', type=int,
@@ -1300,6 +1391,8 @@ def main(argv=None):
     meta['load_start'] = ', '.join(f'{x:.2f}' for x in os.getloadavg())
     progress(f"pcinet bench: {meta['host']['qemu']}; {meta['host']['cores']} cores; "
              f"{meta['other_qemus']} other QEMU processes running; load {meta['load_start']}")
+    if args.only == 'scale':
+        return scale_main(args, meta, out)
     bench = Bench(args)
     rc = 0
     try:
@@ -1350,6 +1443,19 @@ def main(argv=None):
         report.write_md(out / f'{stem}.md', doc)
     finally:
         bench.teardown()
+    if not args.only and rc == 0:	# the scaling section, its own machines
+        try:
+            doc['scale'] = scale_sweep(args)
+        except KeyboardInterrupt:
+            progress('interrupted')
+            rc = 130
+        if 'scale' in doc:
+            write_scale(out, meta, doc['scale'])
+            tmp.write_text(json.dumps(doc, indent=1, sort_keys=False, default=str) + '\n')
+            tmp.replace(out / f'{stem}.json')
+            report.write_md(out / f'{stem}.md', doc)
+            if doc['scale']['errors'] or doc['scale']['splats']:
+                rc = 1
     if splats:
         progress(f'kernel splats on the guest consoles: {splats[0]}')
         rc = rc or 1

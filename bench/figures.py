@@ -188,3 +188,18 @@ UNITS.update({k: unit for k, _, unit in TTY})
 def unit(name):
     """The unit of a figure name (or full key) from the tables above."""
     return UNITS.get(name) or UNITS.get(name.split('.', 1)[-1])
+
+
+# The scaling section (bench.py --only scale): one guest with N links to N
+# pcinet-peers (tests/qemu/scale.py).  One row per N; its fields:
+# (name, label, unit).
+SCALE_NS = (1, 2, 4, 8, 16, 19)
+SCALE = (
+    ('up_s', 'all up, s (insmod to the last carrier)', 's'),
+    ('agg_mbps', 'aggregate TCP, Mbit/s (all links at once, received)', 'Mbit/s'),
+    ('min_mbps', 'per link min, Mbit/s', 'Mbit/s'),
+    ('max_mbps', 'per link max, Mbit/s', 'Mbit/s'),
+    ('mem_drop_kib', 'MemAvailable drop, KiB', 'KiB'),
+    ('mem_per_link_kib', 'MemAvailable drop per link, KiB', 'KiB'),
+    ('idle_irqs_per_s', 'idle pcinet interrupts/s', '/s'),
+)

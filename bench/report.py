@@ -114,6 +114,98 @@ def storage_md(R, w):
     w('')
 
 
+def scale_md(R, w):
+    """The scaling section (bench.py scale_sweep) into w()."""
+    sc = R.get('scale')
+    w('## Scaling: one guest, N links to N pcinet-peers\n')
+    if not sc:
+        w('Not measured in this run (`python3 bench/bench.py --only scale`).\n')
+        return
+    g = sc.get('guest', {})
+    w(f"One guest ({g.get('vcpus', '?')} vCPU, {g.get('mem_kib', 0) // 1024} MiB, TCG) with N "
+      'ivshmem devices, one fabric each; the other side of each link is a `pcinet-peer` on '
+      'this machine, its TAP in a network namespace of its own (tests/qemu/scale.py). '
+      'One run per N. **all up**: guest seconds from `insmod` to the last carrier (every '
+      'peer already running). **TCP**: iperf3 from every peer to the guest at once, MTU '
+      "1500; each link's Mbit/s is what the guest's pcinet<i> received (rx_bytes, Ethernet "
+      f"frames) over one common window of {sc.get('secs', '?')} s once every client runs (the "
+      'clients start one after another; their own iperf3 figures are in scale.json); min '
+      'and max are over the links (fairness). **MemAvailable drop**: the guest\'s, caches dropped, before `insmod` '
+      'and after every link is up and has passed a ping (includes the module itself once). '
+      "**idle interrupts**: the pcinet lines of the guest's /proc/interrupts over "
+      f"{sc.get('idle_secs', 5)} s with nothing sent (IPv6 off on both sides).\n")
+    rows = sc.get('rows', [])
+    if rows:
+        w('| N | ' + ' | '.join(lab for _, lab, _ in F.SCALE) + ' | min/max | idle irq/s per link |')
+        w('|---|' + '---|' * (len(F.SCALE) + 2))
+        for r in rows:
+            w(f"| {r['n']} | " + ' | '.join(fmt(r.get(k)) for k, _, _ in F.SCALE)
+              + f" | {fmt(r['min_mbps'] / r['max_mbps'] if r['max_mbps'] else None)}"
+              + f" | {fmt(r['idle_irqs_per_s'] / r['n'])} |")
+        w('')
+        w('![scaling](scale.png)\n')
+    for e in sc.get('errors', []):
+        w('- error: ' + e.replace('\n', ' ')[:400])
+    if sc.get('errors'):
+        w('')
+
+
+def write_scale_png(path, sc):
+    """scale.png (gnuplot): the scaling rows against N."""
+    rows = sc.get('rows', [])
+    if not rows or not shutil.which('gnuplot'):
+        progress('no scaling rows or no gnuplot: no scale.png')
+        return False
+    workdir = tempfile.mkdtemp(prefix='pcinet-report.')
+    try:
+        dat = Path(workdir) / 'scale.dat'
+        cols = [k for k, _, _ in F.SCALE]
+        dat.write_text('# n ' + ' '.join(cols) + '\n' + '\n'.join(
+            ' '.join(str(r.get(k, 'NaN')) for k in ['n'] + cols) for r in rows) + '\n')
+        c = {k: i + 2 for i, k in enumerate(cols)}
+        tmp = Path(path).with_name(Path(path).name + '.tmp')
+        top = max(r['n'] for r in rows) + 1
+        script = f'''
+set terminal pngcairo size 1500,480 font "sans,10"
+set output "{tmp}"
+set multiplot layout 1,3 title "One guest, N links to N pcinet-peers (TCG)"
+set xlabel "links (N)"
+set xrange [0:{top}]
+set grid ytics
+set key below
+set title "TCP, all links sending at once"
+set ylabel "Mbit/s"
+set yrange [0:*]
+plot "{dat}" using 1:{c['agg_mbps']} with linespoints lw 2 pt 7 title "aggregate", \\
+     "{dat}" using 1:{c['max_mbps']} with linespoints lw 2 pt 9 title "per link max", \\
+     "{dat}" using 1:{c['min_mbps']} with linespoints lw 2 pt 11 title "per link min"
+set title "Bring-up and idle cost"
+set ylabel "seconds, insmod to the last carrier"
+set y2label "pcinet interrupts/s at idle"
+set y2range [0:*]
+set ytics nomirror
+set y2tics
+plot "{dat}" using 1:{c['up_s']} with linespoints lw 2 pt 7 title "all up (s)", \\
+     "{dat}" using 1:{c['idle_irqs_per_s']} axes x1y2 with linespoints lw 2 pt 5 title "idle interrupts/s"
+unset y2label
+unset y2tics
+set ytics mirror
+set title "Guest memory"
+set ylabel "KiB"
+plot "{dat}" using 1:{c['mem_drop_kib']} with linespoints lw 2 pt 7 title "MemAvailable drop", \\
+     "{dat}" using 1:{c['mem_per_link_kib']} with linespoints lw 2 pt 5 title "per link"
+unset multiplot
+'''
+        r = subprocess.run(['gnuplot'], input=script, text=True, capture_output=True)
+        if r.returncode != 0 or not tmp.exists():
+            progress('gnuplot failed: ' + r.stderr.strip()[:300])
+            return False
+        tmp.replace(path)
+        return True
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def run_lines(w, hi, gi, git):
     """The commit, machine and QEMU lines every report opens with."""
     w(f"- commit: `{git['describe']}` ({git['subject']})"
@@ -331,6 +423,7 @@ def write_md(path, R):
     if notes.get('trace'):
         w('Probes that could not be set: ' + '; '.join(notes['trace']).replace('\n', ' ') + '\n')
     storage_md(R, w)
+    scale_md(R, w)
     w('## Notes\n')
     w('- Cut to fit 20 minutes on 2 cores: UDP and latency are measured at MTU 1500 only '
       '(64-byte payloads and pings do not depend on the MTU); UDP one direction (a→b); the '
@@ -374,6 +467,8 @@ def write_section_md(path, R):
     w('')
     if meta['only'] == 'storage':
         storage_md(R, w)
+    elif meta['only'] == 'scale':
+        scale_md(R, w)
     if errors:
         w('Errors during the run:\n')
         for e in errors:

@@ -9,6 +9,7 @@
 #   scripts/bench.sh [--reps N] [--secs S] [--keep]   (or BENCH_REPS=, BENCH_SECS=)
 #   scripts/bench.sh --report-only    latest.md/png again from latest.json
 #   scripts/bench.sh --only storage   the storage section alone (make bench-storage)
+#   scripts/bench.sh --only scale     the scaling section alone (make bench-scale)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -21,6 +22,8 @@ make -s module fabric >/dev/null
 # pcinet-memcpy and pcinet-ttyperf (static, for the guests; mkinitramfs.sh
 # copies them in), with pcinet-poke
 make -s -C tools/testing/pcinet pcinet-memcpy pcinet-ttyperf pcinet-poke >/dev/null
+# pcinet-peer: the other side of each link of the scaling section
+make -s -C tools/pcinet-peer pcinet-peer >/dev/null
 
 echo "== bench"
 exec python3 bench/bench.py "$@"

@@ -51,15 +51,23 @@ def sh(cmd, timeout=30, check=True):
 
 
 class Peer:
-    """pcinet-peer in a netns of its own, on the topology's fabric."""
+    """pcinet-peer in a netns of its own, on the topology's fabric.
 
-    def __init__(self, t):
+    k: the peer of link k (t.fabrics[k], netns pnq-<pid>-k, files
+    peer<k>.*, --slot k+1) when one guest has several links (test_scale);
+    ip: the TAP's address (HOST_IP)."""
+
+    def __init__(self, t, k=None, ip=HOST_IP):
         self.t = t
-        self.ns = f'pnq-{os.getpid()}'
+        tag = '' if k is None else str(k)
+        self.ns = f'pnq-{os.getpid()}' + ('' if k is None else f'-{k}')
+        self.fabric = t.fabric if k is None else t.fabrics[k]
+        self.ip = ip
+        self.args = [] if k is None else ['--slot', str(k + 1)]
         self.dir = t.workdir
-        self.status = self.dir / 'peer.status'
-        self.tty = self.dir / 'peer.tty'
-        self.log = self.dir / 'peer.log'
+        self.status = self.dir / f'peer{tag}.status'
+        self.tty = self.dir / f'peer{tag}.tty'
+        self.log = self.dir / f'peer{tag}.log'
         self.proc = None
         if not PEER_BIN.exists():
             r = subprocess.run(['make', '-C', str(PEER_DIR), 'pcinet-peer'],
@@ -81,8 +89,8 @@ class Peer:
         with open(self.log, 'ab') as log:
             self.proc = subprocess.Popen(
                 ['ip', 'netns', 'exec', self.ns, str(PEER_BIN),
-                 '-S', str(self.t.fabric.sockpath), '-i', 'pnq0',
-                 '-l', str(self.tty), '-s', str(self.status)],
+                 '-S', str(self.fabric.sockpath), '-i', 'pnq0',
+                 '-l', str(self.tty), '-s', str(self.status), *self.args],
                 stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while subprocess.run(['ip', '-n', self.ns, 'link', 'show', 'pnq0'],
@@ -94,7 +102,7 @@ class Peer:
             time.sleep(0.05)
         sh(['ip', '-n', self.ns, 'link', 'set', 'pnq0', 'address',
             '02:70:63:69:00:02'])
-        sh(['ip', '-n', self.ns, 'addr', 'add', f'{HOST_IP}/24', 'dev',
+        sh(['ip', '-n', self.ns, 'addr', 'add', f'{self.ip}/24', 'dev',
             'pnq0'])
         sh(['ip', '-n', self.ns, 'link', 'set', 'pnq0', 'up']
            + (['mtu', str(mtu)] if mtu else []))
