@@ -1023,6 +1023,9 @@ class Bench:
         except BenchError as e:
             self.error('trace', e)
 
+        if 'storage' in self.args.skip:
+            progress('== storage: skipped (--skip storage)')
+            return
         progress('== storage: disks and folders over TCP across pcinet0')
         try:
             self.measure_storage()
@@ -1362,6 +1365,10 @@ def main(argv=None):
     ap.add_argument('--only', choices=('storage', 'scale'),
                     help='measure one section only; its results go to OUT/<section>.json '
                     'and .md (latest.* stay as they are)')
+    ap.add_argument('--skip', action='append', default=[],
+                    choices=('storage', 'scale'),
+                    help='leave a section out of the full run (repeatable), e.g. '
+                    'to compare the net figures of two commits quickly')
     ap.add_argument('--storage-secs', type=int,
                     default=int(os.environ.get('BENCH_STORAGE_SECS', '4')),
                     help='seconds of each fio run of the storage section (after a '
@@ -1386,7 +1393,7 @@ def main(argv=None):
     meta = {'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
             'host': host_info(), 'git': git_info(), 'reps': args.reps, 'secs': args.secs,
             'storage_secs': args.storage_secs, 'meta_files': args.meta_files,
-            'only': args.only, 'other_qemus': qemu_others()}
+            'only': args.only, 'skip': args.skip, 'other_qemus': qemu_others()}
     stem = args.only or 'latest'		# the results' file names
     meta['load_start'] = ', '.join(f'{x:.2f}' for x in os.getloadavg())
     progress(f"pcinet bench: {meta['host']['qemu']}; {meta['host']['cores']} cores; "
@@ -1443,7 +1450,8 @@ def main(argv=None):
         report.write_md(out / f'{stem}.md', doc)
     finally:
         bench.teardown()
-    if not args.only and rc == 0:	# the scaling section, its own machines
+    if not args.only and rc == 0 and 'scale' not in args.skip:
+        # the scaling section, its own machines
         try:
             doc['scale'] = scale_sweep(args)
         except KeyboardInterrupt:
