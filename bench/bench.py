@@ -63,7 +63,7 @@ label, for both.  Progress goes to stdout.  Usage:
     python3 bench/bench.py --only scale [--scale-n 1,2,4,8]
                                       (the scaling section alone, ~15 min:
                                        results/scale.json, scale.md, scale.png)
-    python3 bench/bench.py --only chassis   (the chassis section alone, ~3 min:
+    python3 bench/bench.py --only chassis   (the chassis section alone, ~1.5 min:
                                        results/chassis.json and chassis.md)
 
 Environment: BENCH_REPS, BENCH_SECS, BENCH_STORAGE_SECS, BENCH_META_FILES

@@ -177,7 +177,9 @@ def chassis_md(R, w):
       '(user+nice+system+irq+softirq+steal, /proc/stat) over the same window. '
       'All figures are under TCG: the host\'s single vCPU forwards every packet between '
       'boards (both links\' copies and the bridge), so board-to-board throughput is '
-      'bounded by it, not by the links.\n')
+      'bounded by it, not by the links; and the five guests share this machine\'s '
+      f"{R['meta']['host'].get('cores', '?')} cores, so that vCPU does not have a core to "
+      'itself (its busy share counts only the time it ran).\n')
     w('| figure | median (min–max) |')
     w('|---|---|')
     for k, lab, _ in F.CHASSIS:
