@@ -13,7 +13,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 SRC := $(TOP)/drivers/net/pcinet
 KBUILD_ARGS = -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
 
-.PHONY: all module debug-kernel debug-module fabric unit setup check demo chassis bench bench-storage bench-scale soak \
+.PHONY: all module debug-kernel debug-module fabric unit setup check demo chassis bench bench-storage bench-scale bench-chassis soak \
 	style sparse w1 w1-6.1 w1-6.12 gates install dkms clean
 
 all: module fabric
@@ -97,6 +97,11 @@ bench-storage:
 # make bench's scaling section alone: bench/results/scale.{json,md,png}
 bench-scale:
 	$(TOP)/scripts/bench.sh --only scale
+
+# make bench's chassis section alone (host + 4 boards, iperf3 board to board
+# through the host's br0): bench/results/chassis.{json,md}
+bench-chassis:
+	$(TOP)/scripts/bench.sh --only chassis
 
 # Traffic and faults of every kind for MINUTES (default 10) on the debug
 # kernel (KERNEL=debian for Debian's): see tests/qemu/soak.py.

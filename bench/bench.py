@@ -41,6 +41,11 @@ with min and max:
     carrier, aggregate and per-link (min, max) iperf3 TCP Mbit/s with
     every peer sending to the guest at once, the guest's MemAvailable
     drop per link, pcinet interrupts per second over 5 s of idle.
+  - the chassis (chassis_bench(), after the scaling, on machines of its
+    own): make chassis's host and 4 boards (tests/qemu/chassis.py), iperf3
+    TCP board1 -> board2 through the host's br0, board1 -> the host, and
+    every board to the next at once (aggregate, per pair min and max, the
+    host's CPU busy share).
 
 Measuring and reporting are apart: this file measures and writes
 bench/results/latest.json (every figure, the runs, the trace, the
@@ -58,6 +63,8 @@ label, for both.  Progress goes to stdout.  Usage:
     python3 bench/bench.py --only scale [--scale-n 1,2,4,8]
                                       (the scaling section alone, ~15 min:
                                        results/scale.json, scale.md, scale.png)
+    python3 bench/bench.py --only chassis   (the chassis section alone, ~1.5 min:
+                                       results/chassis.json and chassis.md)
 
 Environment: BENCH_REPS, BENCH_SECS, BENCH_STORAGE_SECS, BENCH_META_FILES
 (defaults for the options); those of
@@ -1263,6 +1270,171 @@ def scale_main(args, meta, out):
 
 
 # --------------------------------------------------------------------------
+# the chassis section: a host and 4 boards, board to board through br0
+# --------------------------------------------------------------------------
+
+RING_WARMUP = 2		# s of each all-at-once run before and after its window
+
+
+def proc_stat_cpu(text):
+    """The 'cpu ' line of /proc/stat in text, as snapshot() keeps it."""
+    for line in text.splitlines():
+        if line.startswith('cpu '):
+            return {'cpu': [int(x) for x in line.split()[1:]]}
+    raise BenchError(f'no cpu line in /proc/stat:\n{text[-300:]}')
+
+
+def chassis_ring(t, ports, secs, warmup=RING_WARMUP):
+    """Every board sends to the next (board1->board2, ..., boardN->board1),
+    all at once, for secs + 2 * warmup s.  Returns (per pair Mbit/s: what
+    the host's bridge port towards the receiver sent over one common window
+    of secs s after warmup s, from its tx_bytes; the host's CPU busy share
+    over that window; each pair's own iperf3 receiver figure).  ports:
+    board name -> the host's interface of its link."""
+    import chassis as CH	# tests/qemu/chassis.py
+    host, bs = t[CH.HOST], CH.boards(t)
+    pairs = [(b, bs[(i + 1) % len(bs)]) for i, b in enumerate(bs)]
+    total = secs + 2 * warmup
+    CH._each(lambda p: run(p[0], (
+        'rm -f /tmp/ring.json /tmp/ring.done; '
+        f'(iperf3 -J -i 0 -c {CH.board_ip(p[1].name)} -t {total} '
+        '>/tmp/ring.json 2>&1; touch /tmp/ring.done) >/dev/null 2>&1 &')),
+        pairs)
+    tx = ' '.join(f'/sys/class/net/{ports[dst.name]}/statistics/tx_bytes'
+                  for _, dst in pairs)
+    snap = f'cat /proc/uptime {tx}; head -1 /proc/stat'
+    out = run(host, f'sleep {warmup}; {snap}; echo @; sleep {secs}; {snap}',
+              timeout=total + 60)
+    before, after = out.split('@')
+    (u0, *b0), (u1, *b1) = ([float(v) for v in s.split()[:len(pairs) + 2]]
+                            for s in (before, after))
+    b0, b1 = b0[1:], b1[1:]		# the second field of /proc/uptime
+    mbps = [(y - x) * 8 / (u1 - u0) / 1e6 for x, y in zip(b0, b1)]
+    _, busy = cpu_busy_s(proc_stat_cpu(before), proc_stat_cpu(after))
+    own = []
+    for src, dst in pairs:
+        src.wait_until('[ -e /tmp/ring.done ]', total + 60,
+                       what=f'iperf3 {src.name} -> {dst.name} ending')
+        res = h.iperf3_parse(run(src, 'cat /tmp/ring.json'),
+                             f'{src.name} -> {dst.name}')
+        own.append(h.iperf3_mbps(res))
+    return mbps, busy, own
+
+
+def chassis_bench(args):
+    """make chassis's topology (tests/qemu/chassis.py: topology(),
+    bring_up()) with F.CHASSIS_BOARDS boards, then args.reps repetitions
+    of, side by side: iperf3 board1 -> board2 through the host's br0,
+    board1 -> the host's br0 address, and every board to the next at once
+    (chassis_ring()).  Returns the section's document ('figures': name
+    -> fig(); 'runs': every repetition's values)."""
+    import chassis as CH
+    env = h.load_env()
+    wd = h.make_workdir('run.chassis.')
+    n = F.CHASSIS_BOARDS
+    sec = {'boards': n, 'secs': args.secs, 'reps': args.reps,
+           'warmup': RING_WARMUP, 'figures': {}, 'runs': [], 'errors': [],
+           'splats': [], 'guest': {}}
+    topo = None
+    raw = {name: [] for name, _, _ in F.CHASSIS}
+    try:
+        h.check_fresh_build()
+        initrd = h.build_initramfs(wd / 'initramfs.cpio.gz',
+                                   CH.extra_modules(env), env)
+        topo = h.Topology(wd, env['VMLINUZ'], initrd, CH.topology(n))
+        progress(f'== chassis: booting a host and {n} boards (one fabric per link)')
+        topo.boot()
+        sec['boot_s'] = topo.boot_time
+        sec['up_s'] = CH.bring_up(topo)
+        host, bs = topo[CH.HOST], CH.boards(topo)
+        ports = {p[2]: p[0] for p in CH.host_ports(topo)}
+        if sorted(ports) != sorted(b.name for b in bs):
+            raise BenchError(f'the host\'s links lead to {sorted(ports)}')
+        sec['guest'] = {'kernel': run(host, 'uname -r').strip(),
+                        'vcpus': int(run(host, 'nproc').strip()),
+                        'mem_kib': int(run(host, "awk '/MemTotal/ {print $2}' "
+                                           '/proc/meminfo').strip()),
+                        'mtu': int(run(host, f'cat /sys/class/net/{CH.BRIDGE}/mtu'))}
+        CH._each(lambda vm: run(vm, 'iperf3 -s -D >/dev/null 2>&1; usleep 300000; '
+                                'pidof iperf3 >/dev/null'), topo.vms)
+        for vm in bs:			# ARP and the bridge's FDB, filled
+            run(vm, ' ; '.join(f'ping -c 1 -W 3 {CH.board_ip(b.name)} >/dev/null'
+                               for b in bs if b is not vm) + '; true', timeout=60)
+        progress(f"  up in {sec['boot_s']:.1f} + {sec['up_s']:.1f}s; host "
+                 f"{sec['guest']['vcpus']} vCPU, MTU {sec['guest']['mtu']}")
+        b1, b2 = bs[0], bs[1]
+        for rep in range(args.reps):
+            r = {'rep': rep}
+            try:
+                r['b2b_mbps'] = h.iperf3_mbps(h.iperf3(
+                    b1, CH.board_ip(b2.name), '', args.secs, server=b2,
+                    one_off=False, tries=4))
+                r['b2h_mbps'] = h.iperf3_mbps(h.iperf3(
+                    b1, CH.HOST_IP, '', args.secs, server=host,
+                    one_off=False, tries=4))
+                mbps, busy, own = chassis_ring(topo, ports, args.secs)
+                r.update(ring_mbps=mbps, ring_iperf3_mbps=own,
+                         ring_agg_mbps=sum(mbps), ring_min_mbps=min(mbps),
+                         ring_max_mbps=max(mbps), ring_host_busy_pct=100 * busy)
+            except (BenchError, h.CaseFailure) as e:
+                msg = f'repetition {rep + 1}: {type(e).__name__}: {e}'
+                sec['errors'].append(msg)
+                progress('ERROR ' + msg.splitlines()[0][:200])
+            sec['runs'].append(r)
+            for name in raw:
+                if name in r:
+                    raw[name].append(r[name])
+            progress(f"  rep {rep + 1}: board1->board2 {r.get('b2b_mbps', 0):.0f}, "
+                     f"board1->host {r.get('b2h_mbps', 0):.0f}, all at once "
+                     f"{r.get('ring_agg_mbps', 0):.0f} Mbit/s (pairs "
+                     f"{r.get('ring_min_mbps', 0):.0f}..{r.get('ring_max_mbps', 0):.0f}; "
+                     f"host busy {r.get('ring_host_busy_pct', 0):.0f}%)")
+    except (h.HarnessError, h.CaseFailure, BenchError) as e:
+        msg = f'{type(e).__name__}: {e}'
+        sec['errors'].append(msg)
+        progress('ERROR ' + msg.splitlines()[0][:200])
+    finally:
+        if topo is not None:
+            for vm in topo.vms:
+                sec['splats'] += [f'{vm.name}: {s}' for s in
+                                  h.dmesg_check(vm.console_log())]
+            topo.teardown()
+        h.release_workdir(wd, args.keep or bool(sec['errors']))
+    for name, _, unit in F.CHASSIS:
+        f = fig(raw[name], unit)
+        if f is not None:
+            sec['figures'][name] = f
+    return sec
+
+
+def write_chassis(out, meta, sec):
+    """OUT/chassis.json and chassis.md from one chassis section."""
+    doc = {'meta': dict(meta, only='chassis', guest=sec['guest'],
+                        splats=sec['splats']),
+           'chassis': sec, 'errors': sec['errors']}
+    tmp = out / 'chassis.json.tmp'
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + '\n')
+    tmp.replace(out / 'chassis.json')
+    report.write_md(out / 'chassis.md', doc)
+
+
+def chassis_main(args, meta, out):
+    """bench.py --only chassis: the chassis section alone."""
+    sec = {'figures': {}, 'runs': [], 'errors': ['interrupted'], 'splats': [],
+           'guest': {}}
+    try:
+        sec = chassis_bench(args)
+    except KeyboardInterrupt:
+        progress('interrupted')
+    meta['load_end'] = ', '.join(f'{x:.2f}' for x in os.getloadavg())
+    meta['run_time_min'] = (time.monotonic() - T0) / 60
+    write_chassis(out, meta, sec)
+    progress(f"done in {meta['run_time_min']:.1f} min: {out / 'chassis.md'}"
+             + (f"; {len(sec['errors'])} errors" if sec['errors'] else ''))
+    return 1 if sec['errors'] or sec['splats'] else 0
+
+
+# --------------------------------------------------------------------------
 # output: json, md, png
 # --------------------------------------------------------------------------
 
@@ -1362,11 +1534,11 @@ def main(argv=None):
                     default=list(F.SCALE_NS),
                     help='the scaling section\'s numbers of links, comma-separated '
                     f'(default {",".join(map(str, F.SCALE_NS))})')
-    ap.add_argument('--only', choices=('storage', 'scale'),
+    ap.add_argument('--only', choices=('storage', 'scale', 'chassis'),
                     help='measure one section only; its results go to OUT/<section>.json '
                     'and .md (latest.* stay as they are)')
     ap.add_argument('--skip', action='append', default=[],
-                    choices=('storage', 'scale'),
+                    choices=('storage', 'scale', 'chassis'),
                     help='leave a section out of the full run (repeatable), e.g. '
                     'to compare the net figures of two commits quickly')
     ap.add_argument('--storage-secs', type=int,
@@ -1400,6 +1572,8 @@ def main(argv=None):
              f"{meta['other_qemus']} other QEMU processes running; load {meta['load_start']}")
     if args.only == 'scale':
         return scale_main(args, meta, out)
+    if args.only == 'chassis':
+        return chassis_main(args, meta, out)
     bench = Bench(args)
     rc = 0
     try:
@@ -1450,7 +1624,8 @@ def main(argv=None):
         report.write_md(out / f'{stem}.md', doc)
     finally:
         bench.teardown()
-    if not args.only and rc == 0 and 'scale' not in args.skip:
+    pair_ok = rc == 0
+    if not args.only and pair_ok and 'scale' not in args.skip:
         # the scaling section, its own machines
         try:
             doc['scale'] = scale_sweep(args)
@@ -1463,6 +1638,20 @@ def main(argv=None):
             tmp.replace(out / f'{stem}.json')
             report.write_md(out / f'{stem}.md', doc)
             if doc['scale']['errors'] or doc['scale']['splats']:
+                rc = 1
+    if (not args.only and pair_ok and rc != 130 and
+            'chassis' not in args.skip):	# the chassis, its own machines
+        try:
+            doc['chassis'] = chassis_bench(args)
+        except KeyboardInterrupt:
+            progress('interrupted')
+            rc = 130
+        if 'chassis' in doc:
+            write_chassis(out, meta, doc['chassis'])
+            tmp.write_text(json.dumps(doc, indent=1, sort_keys=False, default=str) + '\n')
+            tmp.replace(out / f'{stem}.json')
+            report.write_md(out / f'{stem}.md', doc)
+            if doc['chassis']['errors'] or doc['chassis']['splats']:
                 rc = 1
     if splats:
         progress(f'kernel splats on the guest consoles: {splats[0]}')

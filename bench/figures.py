@@ -203,3 +203,18 @@ SCALE = (
     ('mem_per_link_kib', 'MemAvailable drop per link, KiB', 'KiB'),
     ('idle_irqs_per_s', 'idle pcinet interrupts/s', '/s'),
 )
+
+# The chassis section (bench.py --only chassis): make chassis's host and 4
+# boards (tests/qemu/chassis.py), TCP through the host's br0.  Figures of
+# the section: (name, label, unit), each a median (min, max) of the
+# repetitions.
+CHASSIS_BOARDS = 4
+CHASSIS = (
+    ('b2b_mbps', 'board1 → board2 through the host\'s br0, Mbit/s', 'Mbit/s'),
+    ('b2h_mbps', 'board1 → host (br0 10.77.0.254), Mbit/s', 'Mbit/s'),
+    ('ring_agg_mbps', 'all 4 boards at once, each to the next: aggregate, Mbit/s',
+     'Mbit/s'),
+    ('ring_min_mbps', 'all at once: per pair min, Mbit/s', 'Mbit/s'),
+    ('ring_max_mbps', 'all at once: per pair max, Mbit/s', 'Mbit/s'),
+    ('ring_host_busy_pct', 'all at once: the host\'s CPU busy, % of its vCPU', '%'),
+)

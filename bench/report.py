@@ -150,6 +150,49 @@ def scale_md(R, w):
         w('')
 
 
+def chassis_md(R, w):
+    """The chassis section (bench.py chassis_bench) into w()."""
+    ch = R.get('chassis')
+    w(f'## A chassis: a host and {F.CHASSIS_BOARDS} boards, board to board through '
+      'the host\'s br0\n')
+    if not ch or not ch.get('figures'):
+        w('Not measured in this run (`python3 bench/bench.py --only chassis`).\n')
+        for e in (ch or {}).get('errors', []):
+            w('- error: ' + e.replace('\n', ' ')[:400])
+        return
+    g = ch.get('guest', {})
+    w(f"`make chassis`'s machines (tests/qemu/chassis.py): a host and board1..board"
+      f"{ch['boards']}, each {g.get('vcpus', '?')} vCPU and {g.get('mem_kib', 0) // 1024} MiB "
+      'under TCG, one pcinet link (one pcinet-fabric) per board; the host bridges its '
+      'pcinet0..3 in br0 (10.77.0.254), board K is 10.77.0.K; MTU '
+      f"{g.get('mtu', '?')}. iperf3 TCP, 1 stream, {ch['secs']} s per run; the three "
+      f"measurements take turns in each of {ch['reps']} repetitions; median (min–max). "
+      '**board1 → board2** crosses two links and the host\'s bridge; **board1 → host** '
+      '(br0\'s address) one link, for comparison. **all at once**: each board sends to the '
+      f"next (1→2, 2→3, 3→4, 4→1) for {ch['secs'] + 2 * ch['warmup']} s; a pair's Mbit/s is "
+      "what the host's bridge port towards its receiver sent over one common window of "
+      f"{ch['secs']} s ({ch['warmup']} s after the start; Ethernet frames, with the ACKs of "
+      'the receiver\'s own flow; the clients\' own iperf3 figures are in the JSON), the '
+      'aggregate their sum, min and max over the pairs; the host\'s CPU busy share '
+      '(user+nice+system+irq+softirq+steal, /proc/stat) over the same window. '
+      'All figures are under TCG: the host\'s single vCPU forwards every packet between '
+      'boards (both links\' copies and the bridge), so board-to-board throughput is '
+      'bounded by it, not by the links; and the five guests share this machine\'s '
+      f"{R['meta']['host'].get('cores', '?')} cores, so that vCPU does not have a core to "
+      'itself (its busy share counts only the time it ran).\n')
+    w('| figure | median (min–max) |')
+    w('|---|---|')
+    for k, lab, _ in F.CHASSIS:
+        w(f"| {lab} | {cell(ch['figures'], k)} |")
+    w('')
+    w(f"Booted in {fmt(ch.get('boot_s'))} s; links up and br0 forwarding "
+      f"{fmt(ch.get('up_s'))} s later.\n")
+    for e in ch.get('errors', []):
+        w('- error: ' + e.replace('\n', ' ')[:400])
+    if ch.get('errors'):
+        w('')
+
+
 def write_scale_png(path, sc):
     """scale.png (gnuplot): the scaling rows against N."""
     rows = sc.get('rows', [])
@@ -424,6 +467,7 @@ def write_md(path, R):
         w('Probes that could not be set: ' + '; '.join(notes['trace']).replace('\n', ' ') + '\n')
     storage_md(R, w)
     scale_md(R, w)
+    chassis_md(R, w)
     w('## Notes\n')
     w('- Cut to fit 20 minutes on 2 cores: UDP and latency are measured at MTU 1500 only '
       '(64-byte payloads and pings do not depend on the MTU); UDP one direction (a→b); the '
@@ -469,6 +513,8 @@ def write_section_md(path, R):
         storage_md(R, w)
     elif meta['only'] == 'scale':
         scale_md(R, w)
+    elif meta['only'] == 'chassis':
+        chassis_md(R, w)
     if errors:
         w('Errors during the run:\n')
         for e in errors:

@@ -10,6 +10,7 @@
 #   scripts/bench.sh --report-only    latest.md/png again from latest.json
 #   scripts/bench.sh --only storage   the storage section alone (make bench-storage)
 #   scripts/bench.sh --only scale     the scaling section alone (make bench-scale)
+#   scripts/bench.sh --only chassis   the chassis section alone (make bench-chassis)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
