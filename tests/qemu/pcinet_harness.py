@@ -823,26 +823,64 @@ SPLAT_RE = re.compile(
     r'blocked for more than|INFO: task|lockdep|Kernel panic')
 
 
-def dmesg_check(text):
-    """Return the lines of kernel log text that look like a kernel splat."""
+def _splat_lines(text):
     return [l.rstrip() for l in text.splitlines() if SPLAT_RE.search(l)]
+
+
+def dmesg_check(text):
+    """Return the lines of kernel log text that look like a kernel splat,
+    leaving out the emulator's own (emulator_warnings())."""
+    return _splat_lines(_without_emulator(text)[0])
 
 
 # Splats the emulator causes, not the guest's code.  QEMU's TCG (no KVM on
 # these machines) now and then leaks a single-step #DB into the guest
 # kernel; the kernel's exc_debug_kernel() then warns about DR_STEP (its
 # comment names QEMU as the known cause).  Seen at 0.6 s into a boot, before
-# any module was loaded.  Only a boot whose every warning is of this kind,
-# with no BUG/Oops/panic, is discarded (VM.wait_ready()).
+# any module was loaded, and once 105 s into a bench guest's life.  pcinet
+# cannot cause it: it sets no trap flag, no debug register and no kprobe.
+# A boot whose every warning is of this kind, with no BUG/Oops/panic, is
+# discarded (VM.wait_ready()); later, the warning's block (up to its "end
+# trace" line) is left out of dmesg_check() and reported by the runner as
+# one "#" line, never as a pass of anything else: any other splat in or
+# after it still fails the case.
 EMULATOR_SPLAT_RE = re.compile(r'WARNING: .* at arch/x86/kernel/traps\.c:\d+ '
                                r'exc_debug_kernel')
+_REAL_SPLAT_RE = re.compile(r'WARNING:|BUG:|Oops|Kernel panic|KASAN|KFENCE|'
+                            r'UBSAN|general protection')
 BOOT_RETRIES = 2
+
+
+def _without_emulator(text):
+    """(text without the emulator's warning blocks, their first lines)."""
+    kept, found = [], []
+    skip = 0
+    for line in text.splitlines(keepends=True):
+        if skip:
+            if _REAL_SPLAT_RE.search(line):
+                skip = 0		# not the warning's own dump: keep it
+            else:
+                skip -= 1
+                if '---[ end trace' in line:
+                    skip = 0
+                continue
+        if EMULATOR_SPLAT_RE.search(line):
+            found.append(line.rstrip().split('] ', 1)[-1])
+            skip = 120		# the dump's length bound, if no end line
+            continue
+        kept.append(line)
+    return ''.join(kept), found
+
+
+def emulator_warnings(text):
+    """The emulator's #DB warnings (first lines) in kernel log text."""
+    return _without_emulator(text)[1]
 
 
 def emulator_splat(text):
     """The first line of an emulator-caused splat in a boot's console, or
     None if there is none or the boot also shows any other kind."""
-    lines = dmesg_check(text)
+    lines = _splat_lines(text)
     warnings = [l for l in lines if 'WARNING:' in l]
     if not warnings or any(not EMULATOR_SPLAT_RE.search(l) for l in warnings):
         return None
@@ -1494,6 +1532,11 @@ def main(argv=None):
                     stop = reason
             if topo is not None:
                 _settle(topo.vms)
+                for vm in topo.vms:
+                    for w in emulator_warnings(
+                            vm.console_since(marks.get(vm.name, 0))):
+                        info(f'{vm.name}: ignored the emulator\'s #DB '
+                             f'warning (QEMU TCG, not pcinet): {w}')
                 if reason is None and not c.splat_ok:
                     for vm in topo.vms:
                         splats = dmesg_check(vm.console_since(marks.get(vm.name, 0)))
