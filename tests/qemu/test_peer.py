@@ -21,6 +21,7 @@ link comes back after the peer is killed, frozen or the driver reloaded.
 
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -396,7 +397,9 @@ def _(t):
              'TCP-LISTEN:5003,reuseaddr,fork', 'OPEN:/dev/null'],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         flood.append(subprocess.Popen(
-            ['ip', 'netns', 'exec', peer.ns, 'busybox', 'ping', '-q', '-c',
+            ['ip', 'netns', 'exec', peer.ns,
+             *(['ping'] if shutil.which('ping') else ['busybox', 'ping']),
+             '-q', '-c',
              str(HOSTILE_SECS * 20), '-i', '0.05', '-W', '1', GUEST_IP],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         t.a.run('(while :; do socat -u /dev/zero '
