@@ -1022,31 +1022,38 @@ static u32 h_value(u32 cur, u32 size)
 	}
 }
 
+struct h_word {
+	__le32 *w;
+	u32 ring;	/* the size of the ring the word indexes; 0: none */
+};
+
 /* A word of our control block: the block-wide ones and each channel's. */
 static void h_ctrl_word(void)
 {
 	int c = h_rnd() % PCINET_NR_CHAN;
 	struct pcinet_chan_ctrl *cc = &P.out->chan[c];
-	u32 size = P.ch[c].tx.size;
+	u32 tx_size = P.ch[c].tx.size, rx_size = P.ch[c].rx.size;
 	__le32 *name = (__le32 *)P.out->name;
-	__le32 *w;
+	const struct h_word words[] = {
+		{ &P.out->magic, 0 },
+		{ &P.out->gen, 0 },
+		{ &P.out->peer_gen, 0 },
+		{ &P.out->ack_gen, 0 },
+		{ &P.out->chan_open, 0 },
+		{ &P.out->heartbeat, 0 },
+		{ &P.out->features, 0 },
+		{ &P.out->slot, 0 },
+		{ &name[h_rnd() % (PCINET_NAME_LEN / 4)], 0 },
+		{ &cc->prod, tx_size },
+		{ &cc->prod, tx_size },
+		{ &cc->need_space, tx_size },
+		{ &cc->cons, rx_size },
+		{ &cc->cons, rx_size },
+		{ &cc->event, rx_size },
+	};
+	const struct h_word *hw = &words[h_rnd() % ARRAY_SIZE(words)];
 
-	switch (h_rnd() % 15) {
-	case 0: w = &P.out->magic; size = 0; break;
-	case 1: w = &P.out->gen; size = 0; break;
-	case 2: w = &P.out->peer_gen; size = 0; break;
-	case 3: w = &P.out->ack_gen; size = 0; break;
-	case 4: w = &P.out->chan_open; size = 0; break;
-	case 5: w = &P.out->heartbeat; size = 0; break;
-	case 6: w = &P.out->features; size = 0; break;
-	case 7: w = &P.out->slot; size = 0; break;
-	case 8: w = &name[h_rnd() % (PCINET_NAME_LEN / 4)]; size = 0; break;
-	case 9: case 10: w = &cc->prod; break;
-	case 11: w = &cc->need_space; break;
-	case 12: case 13: w = &cc->cons; size = P.ch[c].rx.size; break;
-	default: w = &cc->event; size = P.ch[c].rx.size; break;
-	}
-	put(w, h_value(get(w), size));
+	put(hw->w, h_value(get(hw->w), hw->ring));
 }
 
 /*
