@@ -21,6 +21,7 @@ link comes back after the peer is killed, frozen or the driver reloaded.
 
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -228,29 +229,36 @@ def _(t, peer):
     t.a.run('ip link set pcinet0 mtu 1500')
 
 
-@h.case('peer-tcp')
-@with_peer
-def _(t, peer):
-    """16 MiB over TCP each way (TSO from the driver, TSO from the TAP),
-    sha256 compared."""
-    n = 16 << 20
-    # guest -> peer
+def tcp_to_peer(t, peer, mib=16):
+    """mib MiB of random data guest -> peer over TCP, sha256 compared;
+    the seconds it took."""
+    n = mib << 20
     tx = t.a.run(f'head -c {n} /dev/urandom >/tmp/tx; sha256sum </tmp/tx',
                  timeout=60).split()[0]
     rx = subprocess.Popen(['ip', 'netns', 'exec', peer.ns, 'sh', '-c',
                            'socat -u TCP-LISTEN:5001,reuseaddr - | sha256sum'],
                           stdout=subprocess.PIPE, text=True)
-    time.sleep(0.3)
-    t0 = time.monotonic()
-    t.a.wait_until(f'socat -u FILE:/tmp/tx TCP:{HOST_IP}:5001 '
-                   '2>/tmp/socat.err', 10, interval=0.2,
-                   what='sending 16 MiB to the peer', show='cat /tmp/socat.err')
-    got = rx.communicate(timeout=120)[0].split()[0]
-    dt = time.monotonic() - t0
+    try:
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        t.a.wait_until(f'socat -u FILE:/tmp/tx TCP:{HOST_IP}:5001 '
+                       '2>/tmp/socat.err', 10, interval=0.2,
+                       what=f'sending {mib} MiB to the peer',
+                       show='cat /tmp/socat.err')
+        got = rx.communicate(timeout=120)[0].split()[0]
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+            rx.wait()
     h.expect(got == tx, f'guest->peer: sha256 {got} != {tx}')
-    # peer -> guest
+    return time.monotonic() - t0
+
+
+def tcp_from_peer(t, peer, mib=16):
+    """mib MiB of random data peer -> guest over TCP, sha256 compared;
+    the seconds it took."""
     blob = t.workdir / 'blob'
-    blob.write_bytes(os.urandom(n))
+    blob.write_bytes(os.urandom(mib << 20))
     want = hashlib.sha256(blob.read_bytes()).hexdigest()
     t.a.run('rm -f /tmp/rx.sha; (socat -u TCP-LISTEN:5002,reuseaddr STDOUT | '
             'sha256sum >/tmp/rx.sha.part && mv /tmp/rx.sha.part /tmp/rx.sha) '
@@ -259,10 +267,20 @@ def _(t, peer):
     peer.run('socat', '-u', f'FILE:{blob}',
              f'TCP:{GUEST_IP}:5002,retry=50,interval=0.2', timeout=180)
     t.a.wait_until('[ -e /tmp/rx.sha ]', 120, what='the guest receiving')
-    dt2 = time.monotonic() - t1
+    dt = time.monotonic() - t1
     got = t.a.run('cat /tmp/rx.sha').split()[0]
     h.expect(got == want, f'peer->guest: sha256 {got} != {want}')
     blob.unlink()
+    return dt
+
+
+@h.case('peer-tcp')
+@with_peer
+def _(t, peer):
+    """16 MiB over TCP each way (TSO from the driver, TSO from the TAP),
+    sha256 compared."""
+    dt = tcp_to_peer(t, peer, 16)
+    dt2 = tcp_from_peer(t, peer, 16)
     h.info('16 MiB guest->peer %.1f MiB/s, peer->guest %.1f MiB/s (TCG)'
            % (16 / dt, 16 / dt2))
 
@@ -350,6 +368,94 @@ def _(t, peer):
     peer.wait('up', 15)
     h.wait_carrier(t.a, 1, 15)
     ping_both(t, peer)
+
+
+HOSTILE_SECS = 10
+HEAL_LIMIT = 10.0
+
+
+@h.case('peer-hostile')
+def _(t):
+    """pcinet-peer turns hostile for 10 s (--hostile: garbage into its
+    control block and the records of its rings, ~1000 writes/s, random
+    doorbells) under TCP and ping traffic both ways, then restarts its
+    link.  The driver survives it (no splat), the link comes back by
+    itself within 10 s (carrier, a ping through), 16 MiB cross intact
+    afterwards, and the module still unloads."""
+    peer = Peer(t)
+    peer.args += [f'--hostile={HOSTILE_SECS}:1000:usr1']
+    flood = []
+    try:
+        h.net_up(t.a, GUEST_IP)
+        peer.start()
+        peer.wait('up', 15)
+        h.wait_carrier(t.a, 1, 15)
+        ping_both(t, peer)
+        # traffic through the window: TCP guest -> peer, pings peer -> guest
+        flood.append(subprocess.Popen(
+            ['ip', 'netns', 'exec', peer.ns, 'socat', '-u',
+             'TCP-LISTEN:5003,reuseaddr,fork', 'OPEN:/dev/null'],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        flood.append(subprocess.Popen(
+            ['ip', 'netns', 'exec', peer.ns,
+             *(['ping'] if shutil.which('ping') else ['busybox', 'ping']),
+             '-q', '-c',
+             str(HOSTILE_SECS * 20), '-i', '0.05', '-W', '1', GUEST_IP],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        t.a.run('(while :; do socat -u /dev/zero '
+                f'TCP:{HOST_IP}:5003,connect-timeout=2; usleep 200000; '
+                'done) >/dev/null 2>&1 & echo $! >/tmp/flood.pid')
+        time.sleep(1)
+        peer.signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 5
+        while peer.state().get('hostile') != '1':
+            h.expect(time.monotonic() < deadline,
+                     'pcinet-peer did not turn hostile on SIGUSR1:\n'
+                     + peer.log_tail())
+            time.sleep(0.05)
+        t.a.run('echo "pcinet test: peer hostile from here" >/dev/kmsg')
+        deadline = time.monotonic() + HOSTILE_SECS + 10
+        while peer.state().get('hostile') != '0':
+            h.expect(time.monotonic() < deadline and peer.proc.poll() is None,
+                     'the hostile window did not end:\n' + peer.log_tail())
+            time.sleep(0.05)
+        # the window is over: pcinet-peer restarted its link; time the heal
+        t0 = time.monotonic()
+        t.a.run('kill $(cat /tmp/flood.pid) 2>/dev/null; '
+                'killall socat >/dev/null 2>&1; true')
+        h.wait_carrier(t.a, 1, HEAL_LIMIT)
+        ok, out = h.ping(t.a, HOST_IP, count=1, wait=1)
+        while not ok and time.monotonic() - t0 < HEAL_LIMIT:
+            ok, out = h.ping(t.a, HOST_IP, count=1, wait=1)
+        healed = time.monotonic() - t0
+        h.expect(ok and healed <= HEAL_LIMIT,
+                 f'no ping through the link {healed:.1f}s after the hostile '
+                 f'window:\n{out}\npeer: {peer.state()}\n' + peer.log_tail())
+        st = peer.state()
+        h.info(f'link healed {healed:.2f}s after the hostile window '
+               f'({st.get("hostile_writes")} garbage writes; peer resets '
+               f'{st.get("resets")}, ups {st.get("ups")})')
+        bad = t.a.run('dmesg | grep -cE "pcinet.*(bad|error|reset)" '
+                      '|| true').strip()
+        h.info(f'guest: {bad} pcinet messages about bad data/resets')
+        for p in flood:
+            p.kill()
+            p.wait()
+        flood = []
+        ping_both(t, peer)
+        dt = tcp_to_peer(t, peer, 16)
+        h.info('16 MiB guest->peer intact after the garbage (%.1f MiB/s)'
+               % (16 / dt))
+        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
+                 + peer.log_tail())
+        # nothing the garbage did keeps the module busy
+        h.unload(t.a)
+        peer.wait('down', 5)
+    finally:
+        for p in flood:
+            p.kill()
+            p.wait()
+        peer.close()
 
 
 if __name__ == '__main__':

@@ -48,6 +48,7 @@
 #define BAD_RESET	8	/* bad records in a row: reset */
 #define FRAME_MAX	(PCINET_NET_MAX_LEN + 64)
 #define ETH_HLEN_MIN	14
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 
 struct chan {
 	struct pcinet_tx tx;
@@ -113,6 +114,7 @@ static struct {
 	struct pcinet_ident peer_ident;	/* as last read from a live block */
 	u64 resets;
 	u64 ups;
+	u64 first_up_ms;	/* when the link first came up; 0: not yet */
 	u64 doorbells_out, doorbells_in;
 	const char *last_why;
 
@@ -129,6 +131,21 @@ static struct {
 } P;
 
 static int stop_sig;	/* the signal that stops us, set by on_signal() */
+
+/* --hostile: see "the hostile mode" below */
+static struct {
+	unsigned int secs;	/* length of a window */
+	unsigned int rate;	/* garbage writes a second */
+	int after_ms;		/* first window: after the first link up; -1: SIGUSR1 only */
+	bool pending;		/* the first window is still to come */
+	bool on;
+	u64 start_ms, end_ms;
+	u64 done;		/* writes in this window */
+	u64 writes, doorbells, windows;
+	u64 rnd;		/* xorshift64 state */
+} H;
+
+static int usr1;	/* SIGUSR1 seen: start a window */
 
 static __printf(1, 2) void logmsg(const char *fmt, ...)
 {
@@ -294,6 +311,8 @@ static void link_up(void)
 {
 	P.up = true;
 	P.ups++;
+	if (!P.first_up_ms)
+		P.first_up_ms = now_ms();
 	P.peer_beat_ms = now_ms();
 	if (ratelimit())
 		logmsg("link up (gen 0x%08x, peer gen 0x%08x, peer features 0x%x)",
@@ -654,7 +673,8 @@ static void status_write(void)
 		"net_crc_errors=%llu net_len_errors=%llu net_drops=%llu\n"
 		"tty_tx_bytes=%llu tty_rx_bytes=%llu tty_frame_errors=%llu\n"
 		"doorbells_out=%llu doorbells_in=%llu\n"
-		"name=%s\nslot=%u\npeer_name=%s\npeer_slot=%u\n",
+		"name=%s\nslot=%u\npeer_name=%s\npeer_slot=%u\n"
+		"hostile=%d\nhostile_windows=%llu\nhostile_writes=%llu\n",
 		P.up ? "up" : "down", P.side, P.own_id, P.gen, P.synced_gen,
 		P.carrier, P.up && (P.peer_open & (1U << PCINET_CHAN_TTY)),
 		P.peer_open, (unsigned long long)P.resets,
@@ -668,7 +688,8 @@ static void status_write(void)
 		(unsigned long long)t->crc_errors,
 		(unsigned long long)P.doorbells_out,
 		(unsigned long long)P.doorbells_in, P.ident.name, P.ident.slot,
-		P.peer_ident.name, P.peer_ident.slot);
+		P.peer_ident.name, P.peer_ident.slot, H.on,
+		(unsigned long long)H.windows, (unsigned long long)H.writes);
 	if (fclose(f) == 0)
 		rename(tmp, P.status_path);
 }
@@ -874,27 +895,28 @@ static void fabric_connect(void)
 
 /* ----- start and stop ----- */
 
-static void link_start(void)
+/*
+ * Steps 3 and 4: start clean, as a peer that (re)starts: our whole block
+ * zeroed, a new generation, nothing synchronised.  At start, and when a
+ * hostile window ends (our own garbage may have broken anything we wrote).
+ */
+static void link_fresh(void)
 {
-	int c;
+	u32 gen;
 
-	P.in = (struct pcinet_ctrl *)(P.win + P.lay.ctrl_off[P.side]);
-	P.out = (struct pcinet_ctrl *)(P.win + P.lay.ctrl_off[P.peer]);
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
-		const struct pcinet_ring_loc *txl = &P.lay.ring[P.peer][c];
-		const struct pcinet_ring_loc *rxl = &P.lay.ring[P.side][c];
-
-		pcinet_tx_init(&P.ch[c].tx, P.win + txl->off, txl->size,
-			       &P.out->chan[c], &P.in->chan[c]);
-		pcinet_rx_init(&P.ch[c].rx, P.win + rxl->off, rxl->size,
-			       &P.out->chan[c], &P.in->chan[c]);
-	}
+	P.up = false;
+	set_carrier();
+	zero_indices();
+	P.synced_gen = 0;
 	/* step 3: start clean */
 	memset(P.out, 0, sizeof(*P.out));
 	/* step 4: a generation unlikely to repeat, odd as the driver's */
-	if (getrandom(&P.gen, sizeof(P.gen), 0) != sizeof(P.gen))
-		P.gen = (u32)now_ms() * 2654435761U;
-	P.gen |= 1;
+	if (getrandom(&gen, sizeof(gen), 0) != sizeof(gen))
+		gen = (u32)now_ms() * 2654435761U;
+	gen |= 1;
+	if (gen == P.gen)
+		gen += 2;
+	P.gen = gen;
 	P.chan_open = 1U << PCINET_CHAN_TTY;
 	if (tap_is_up(P.ifname) > 0)
 		P.chan_open |= 1U << PCINET_CHAN_NET;
@@ -910,7 +932,26 @@ static void link_start(void)
 	P.down_since_ms = now_ms();
 	P.peer_beat = get(&P.in->heartbeat);
 	P.peer_beat_ms = now_ms();
+	P.status_dirty = true;
 	ring(PCINET_VEC_LINK);
+}
+
+static void link_start(void)
+{
+	int c;
+
+	P.in = (struct pcinet_ctrl *)(P.win + P.lay.ctrl_off[P.side]);
+	P.out = (struct pcinet_ctrl *)(P.win + P.lay.ctrl_off[P.peer]);
+	for (c = 0; c < PCINET_NR_CHAN; c++) {
+		const struct pcinet_ring_loc *txl = &P.lay.ring[P.peer][c];
+		const struct pcinet_ring_loc *rxl = &P.lay.ring[P.side][c];
+
+		pcinet_tx_init(&P.ch[c].tx, P.win + txl->off, txl->size,
+			       &P.out->chan[c], &P.in->chan[c]);
+		pcinet_rx_init(&P.ch[c].rx, P.win + rxl->off, rxl->size,
+			       &P.out->chan[c], &P.in->chan[c]);
+	}
+	link_fresh();
 	logmsg("started: id %d side %d gen 0x%08x, %u vectors, net ring %u KiB, ifname %s, pty %s",
 	       P.own_id, P.side, P.gen, P.nvec, P.ch[PCINET_CHAN_NET].rx.size >> 10,
 	       P.ifname, P.pty_path);
@@ -934,8 +975,222 @@ static void link_stop(void)
 		unlink(P.pty_link);
 }
 
+/* ----- the hostile mode (--hostile) ----- */
+
+/*
+ * A broken or hostile peer, for the other side's fault tests: for a
+ * window of H.secs seconds, besides running normally, write garbage about
+ * H.rate times a second where the protocol lets this side write, and
+ * nowhere else: the words of our control block (the peer's inbox) and
+ * the records of the rings we produce into (the peer's data inbox); and
+ * ring the peer's doorbells at random.  The tick still rewrites the block
+ * every 100 ms, so the garbage competes with the real state.  When the
+ * window ends we start again as a peer that restarted (link_fresh(): our
+ * block zeroed, a new generation, indices zero): the peer resynchronises
+ * as after any restart, whatever our garbage did to either side.
+ */
+static u32 h_rnd(void)
+{
+	H.rnd ^= H.rnd << 13;
+	H.rnd ^= H.rnd >> 7;
+	H.rnd ^= H.rnd << 17;
+	return (u32)(H.rnd >> 16);
+}
+
+/*
+ * A value for a word now holding @cur, in a ring of @size bytes (0: not
+ * about a ring): a third special values, boundaries and indices a ring
+ * ahead or behind, the rest random.
+ */
+static u32 h_value(u32 cur, u32 size)
+{
+	u32 sz = size ? size : PCINET_TTY_RING_SIZE;
+	const u32 specials[] = {
+		0, 1, 0xffffffff, 0x7fffffff, 0x80000000, 64, 65, sz, sz + 64,
+		cur + sz, cur - sz, cur + sz + 64, cur - 64, cur + 64, cur + 1,
+		cur ^ 0x80000000, P.gen, P.gen + 1, get(&P.in->gen),
+		PCINET_CTRL_MAGIC, PCINET_NET_MAX_LEN + 1,
+	};
+
+	switch (h_rnd() % 3) {
+	case 0:
+		return specials[h_rnd() % ARRAY_SIZE(specials)];
+	case 1:
+		return cur + (h_rnd() % 4096 & ~(PCINET_REC_ALIGN - 1));
+	default:
+		return h_rnd();
+	}
+}
+
+struct h_word {
+	__le32 *w;
+	u32 ring;	/* the size of the ring the word indexes; 0: none */
+};
+
+/* A word of our control block: the block-wide ones and each channel's. */
+static void h_ctrl_word(void)
+{
+	int c = h_rnd() % PCINET_NR_CHAN;
+	struct pcinet_chan_ctrl *cc = &P.out->chan[c];
+	u32 tx_size = P.ch[c].tx.size, rx_size = P.ch[c].rx.size;
+	__le32 *name = (__le32 *)P.out->name;
+	const struct h_word words[] = {
+		{ &P.out->magic, 0 },
+		{ &P.out->gen, 0 },
+		{ &P.out->peer_gen, 0 },
+		{ &P.out->ack_gen, 0 },
+		{ &P.out->chan_open, 0 },
+		{ &P.out->heartbeat, 0 },
+		{ &P.out->features, 0 },
+		{ &P.out->slot, 0 },
+		{ &name[h_rnd() % (PCINET_NAME_LEN / 4)], 0 },
+		{ &cc->prod, tx_size },
+		{ &cc->prod, tx_size },
+		{ &cc->need_space, tx_size },
+		{ &cc->cons, rx_size },
+		{ &cc->cons, rx_size },
+		{ &cc->event, rx_size },
+	};
+	const struct h_word *hw = &words[h_rnd() % ARRAY_SIZE(words)];
+
+	put(hw->w, h_value(get(hw->w), hw->ring));
+}
+
+/*
+ * A record header word or payload bytes in a ring we produce into: at the
+ * record the peer reads next, at one it may be reading (published, not yet
+ * consumed), or anywhere.
+ */
+static void h_ring(bool header)
+{
+	struct pcinet_tx *tx = &P.ch[h_rnd() % PCINET_NR_CHAN].tx;
+	u32 mask = tx->size - 1, off, len, i;
+	u32 used = tx->prod - tx->cons;
+
+	switch (h_rnd() % 3) {
+	case 0:
+		off = tx->cons;
+		break;
+	case 1:
+		off = tx->cons + (used <= tx->size && used ? h_rnd() % used : 0);
+		break;
+	default:
+		off = h_rnd();
+		break;
+	}
+	if (header) {
+		/* one of the 5 words of struct pcinet_rec, at a record's start */
+		__le32 *w = (__le32 *)(tx->data + (off & mask & ~(PCINET_REC_ALIGN - 1)));
+
+		w += h_rnd() % (sizeof(struct pcinet_rec) / 4);
+		put(w, h_value(get(w), tx->size));
+		return;
+	}
+	len = 1 + h_rnd() % 256;
+	for (i = 0; i < len; i++)
+		WRITE_ONCE(tx->data[(off + i) & mask], (u8)h_rnd());
+}
+
+static void h_write(void)
+{
+	unsigned int what = h_rnd() % 16;
+
+	if (what < 7) {
+		h_ctrl_word();
+	} else if (what < 11) {
+		h_ring(true);
+	} else if (what < 14) {
+		h_ring(false);
+	} else {
+		ring(h_rnd() % PCINET_NR_VEC);
+		H.doorbells++;
+	}
+	H.writes++;
+}
+
+static void hostile_begin(u64 now)
+{
+	H.pending = false;
+	H.on = true;
+	H.start_ms = now;
+	H.end_ms = now + H.secs * 1000ULL;
+	H.done = 0;
+	H.windows++;
+	P.status_dirty = true;
+	logmsg("hostile: writing garbage for %u s, %u writes/s", H.secs, H.rate);
+}
+
+static void hostile_end(void)
+{
+	H.on = false;
+	logmsg("hostile: window over (%llu writes, %llu doorbells so far); restarting the link",
+	       (unsigned long long)H.writes, (unsigned long long)H.doorbells);
+	P.resets++;
+	P.last_why = "hostile window over";
+	link_fresh();
+	link_run();
+}
+
+/* From the main loop: start, run and end windows; the poll timeout cap. */
+static int hostile_run(void)
+{
+	u64 now = now_ms(), due;
+	unsigned int n;
+
+	if (!H.secs)
+		return -1;
+	if (__atomic_exchange_n(&usr1, 0, __ATOMIC_RELAXED) && !H.on)
+		hostile_begin(now);
+	if (H.pending && P.first_up_ms && now >= P.first_up_ms + H.after_ms)
+		hostile_begin(now);
+	if (!H.on)
+		return -1;
+	if (now >= H.end_ms) {
+		hostile_end();
+		return -1;
+	}
+	due = (now - H.start_ms) * H.rate / 1000;
+	for (n = 0; H.done < due && n < 4096; n++, H.done++)
+		h_write();
+	return 1;
+}
+
+/* --hostile=SECS[:RATE[:AFTER]]; false if it does not parse. */
+static bool hostile_parse(const char *arg)
+{
+	unsigned long secs, rate = 1000;
+	long after = 1000;
+	char *end;
+
+	errno = 0;
+	secs = strtoul(arg, &end, 10);
+	if (*end == ':') {
+		rate = strtoul(end + 1, &end, 10);
+		if (*end == ':') {
+			if (!strcmp(end + 1, "usr1")) {
+				after = -1;
+				end += strlen(end);
+			} else {
+				after = (long)(strtod(end + 1, &end) * 1000);
+			}
+		}
+	}
+	if (errno || *end || !secs || secs > 3600 || !rate || rate > 1000000 ||
+	    after < -1 || after > 3600 * 1000)
+		return false;
+	H.secs = secs;
+	H.rate = rate;
+	H.after_ms = (int)after;
+	H.pending = after >= 0;
+	return true;
+}
+
 static void on_signal(int sig)
 {
+	if (sig == SIGUSR1) {
+		__atomic_store_n(&usr1, 1, __ATOMIC_RELAXED);
+		return;
+	}
 	__atomic_store_n(&stop_sig, sig, __ATOMIC_RELAXED);
 }
 
@@ -944,7 +1199,8 @@ static __noreturn void print_usage(int status)
 	fprintf(status ? stderr : stdout,
 		"usage: pcinet-peer -S SOCKET [-i IFNAME] [-l PTY_LINK] [-s STATUS_FILE]\n"
 		"                   [-t PEER_TIMEOUT_MS] [-n NAME] [--slot N]\n"
-		"                   [--no-offload] [--no-integrity] [-v]\n"
+		"                   [--no-offload] [--no-integrity]\n"
+		"                   [--hostile=SECS[:RATE[:AFTER]]] [-v]\n"
 		"  -S SOCKET        the fabric's (ivshmem server's) unix socket\n"
 		"  -i IFNAME        TAP interface name (default pcinet%%d)\n"
 		"  -l PTY_LINK      symlink to the tty channel's pty\n"
@@ -954,7 +1210,13 @@ static __noreturn void print_usage(int status)
 		"                   15 of [A-Za-z0-9._-], others become _)\n"
 		"  --slot N         the slot number we publish (default 0: unknown)\n"
 		"  --no-offload     no checksum/TSO offload on the TAP\n"
-		"  --no-integrity   accept net records without a CRC\n",
+		"  --no-integrity   accept net records without a CRC\n"
+		"  --hostile=SECS[:RATE[:AFTER]]\n"
+		"                   for SECS s, AFTER s (default 1) after the link first\n"
+		"                   comes up and on every SIGUSR1, also write garbage\n"
+		"                   (RATE writes/s, default 1000) into our control block\n"
+		"                   and rings, ring random doorbells; then restart the\n"
+		"                   link (AFTER usr1: on SIGUSR1 only)\n",
 		PCINET_PEER_TIMEOUT_MS);
 	exit(status);
 }
@@ -971,6 +1233,7 @@ int main(int argc, char **argv)
 		{ "slot", required_argument, NULL, 'L' },
 		{ "no-offload", no_argument, NULL, 'O' },
 		{ "no-integrity", no_argument, NULL, 'N' },
+		{ "hostile", required_argument, NULL, 'H' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ }
@@ -1028,6 +1291,10 @@ int main(int argc, char **argv)
 		case 'N':
 			P.integrity = false;
 			break;
+		case 'H':
+			if (!hostile_parse(optarg))
+				print_usage(1);
+			break;
 		case 'v':
 			P.verbose = true;
 			break;
@@ -1046,6 +1313,9 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	if (getrandom(&H.rnd, sizeof(H.rnd), 0) != sizeof(H.rnd) || !H.rnd)
+		H.rnd = now_ms() | 1;
 	signal(SIGPIPE, SIG_IGN);
 
 	net_rx_buf = malloc(FRAME_MAX);
@@ -1098,6 +1368,9 @@ int main(int argc, char **argv)
 
 		now = now_ms();
 		timeout = more ? 0 : next_tick > now ? (int)(next_tick - now) : 0;
+		ret = hostile_run();
+		if (ret >= 0 && ret < timeout)
+			timeout = ret;
 		ret = poll(pfd, nfd, timeout);
 		if (ret < 0 && errno != EINTR)
 			die("poll: %s", strerror(errno));

@@ -83,11 +83,13 @@ wait_status() {
 	return 1
 }
 
-# start_peer SIDE: run the peer in its netns, then configure its TAP
+# start_peer SIDE [OPTION...]: run the peer in its netns, then configure
+# its TAP
 start_peer() {
 	local s=$1
+	shift
 	ip netns exec "${ns[$s]}" "$peer" -S "$dir/sock" -i pn$s -l "$dir/tty$s" \
-		-s "$dir/st$s" --name "board $s" --slot $((s + 1)) \
+		-s "$dir/st$s" --name "board $s" --slot $((s + 1)) "$@" \
 		>>"$dir/peer$s.out" 2>>"$dir/peer$s.log" &
 	pids[s]=$!
 	local i
@@ -328,6 +330,32 @@ wait_status 0 up 3 && wait_status 1 up 3 && ping_until 5 && tty_check 1 >/dev/nu
 rc2=$?
 resets=$(grep -h '^resets=' "$dir/st0" "$dir/st1" | tr '\n' ' ')
 result scribble-heals $((rc | alive | rc2)) "$resets"
+
+# a hostile peer: peer 1 restarted with --hostile, turned hostile for 3 s
+# (SIGUSR1) under traffic, writes garbage into its control block and its
+# rings and rings random doorbells; then it restarts its link: both
+# survive, the link heals, bytes cross intact
+kill "${pids[1]}"
+wait "${pids[1]}" 2>/dev/null
+start_peer 1 --hostile=3:2000:usr1
+wait_status 0 up 5 && wait_status 1 up 5 && ping_until 10
+rc=$?
+ip netns exec "${ns[0]}" "${PING[@]}" -i 0.05 -c 100 -W 1 "${addr[1]}" >/dev/null 2>&1 &
+bg=$!
+kill -USR1 "${pids[1]}"
+for ((i = 0; i < 100; i++)); do grep -qx hostile=1 "$dir/st1" && break; sleep 0.05; done
+grep -qx hostile=1 "$dir/st1" || rc=1
+for ((i = 0; i < 200; i++)); do grep -qx hostile=0 "$dir/st1" && break; sleep 0.05; done
+t0=$(date +%s%N)
+wait_status 0 up 5 && wait_status 1 up 5 && ping_until 5 && tty_check 1 >/dev/null
+rc2=$?
+t_up=$((($(date +%s%N) - t0) / 1000000))
+kill "$bg" 2>/dev/null
+wait "$bg" 2>/dev/null
+alive=0
+for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || alive=1; done
+writes=$(grep -h '^hostile_writes=' "$dir/st1")
+result hostile-peer $((rc | alive | rc2)) "$writes, healed in ${t_up} ms"
 
 echo "($((SECONDS - t_start)) s)"
 echo "$passed passed, $failed failed"
