@@ -1242,16 +1242,27 @@ def scale_sweep(args):
     return sweep
 
 
+def write_json(path, doc):
+    """doc to path as JSON, replaced in one step (never half written)."""
+    tmp = path.with_name(path.name + '.tmp')
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + '\n')
+    tmp.replace(path)
+
+
+def write_section(out, meta, name, sec):
+    """OUT/<name>.json and <name>.md from a section that booted machines
+    of its own (scale, chassis): sec has its guest, splats and errors."""
+    doc = {'meta': dict(meta, only=name, guest=sec['guest'],
+                        splats=sec['splats']),
+           name: sec, 'errors': sec['errors']}
+    write_json(out / f'{name}.json', doc)
+    report.write_md(out / f'{name}.md', doc)
+
+
 def write_scale(out, meta, sweep):
     """OUT/scale.json, scale.md and scale.png from one sweep."""
-    doc = {'meta': dict(meta, only='scale', guest=sweep['guest'],
-                        splats=sweep['splats']),
-           'scale': sweep, 'errors': sweep['errors']}
-    tmp = out / 'scale.json.tmp'
-    tmp.write_text(json.dumps(doc, indent=1, default=str) + '\n')
-    tmp.replace(out / 'scale.json')
     report.write_scale_png(out / 'scale.png', sweep)
-    report.write_md(out / 'scale.md', doc)
+    write_section(out, meta, 'scale', sweep)
 
 
 def scale_main(args, meta, out):
@@ -1409,13 +1420,7 @@ def chassis_bench(args):
 
 def write_chassis(out, meta, sec):
     """OUT/chassis.json and chassis.md from one chassis section."""
-    doc = {'meta': dict(meta, only='chassis', guest=sec['guest'],
-                        splats=sec['splats']),
-           'chassis': sec, 'errors': sec['errors']}
-    tmp = out / 'chassis.json.tmp'
-    tmp.write_text(json.dumps(doc, indent=1, default=str) + '\n')
-    tmp.replace(out / 'chassis.json')
-    report.write_md(out / 'chassis.md', doc)
+    write_section(out, meta, 'chassis', sec)
 
 
 def chassis_main(args, meta, out):
@@ -1616,9 +1621,7 @@ def main(argv=None):
         doc['runs'] = bench.runs
         doc['errors'] = bench.errors
         doc['notes'] = bench.notes
-        tmp = out / f'{stem}.json.tmp'
-        tmp.write_text(json.dumps(doc, indent=1, sort_keys=False, default=str) + '\n')
-        tmp.replace(out / f'{stem}.json')
+        write_json(out / f'{stem}.json', doc)
         if bench.a is not None and not args.only:
             report.write_png(out / 'latest.png', doc)
         report.write_md(out / f'{stem}.md', doc)
@@ -1634,8 +1637,7 @@ def main(argv=None):
             rc = 130
         if 'scale' in doc:
             write_scale(out, meta, doc['scale'])
-            tmp.write_text(json.dumps(doc, indent=1, sort_keys=False, default=str) + '\n')
-            tmp.replace(out / f'{stem}.json')
+            write_json(out / f'{stem}.json', doc)
             report.write_md(out / f'{stem}.md', doc)
             if doc['scale']['errors'] or doc['scale']['splats']:
                 rc = 1
@@ -1648,8 +1650,7 @@ def main(argv=None):
             rc = 130
         if 'chassis' in doc:
             write_chassis(out, meta, doc['chassis'])
-            tmp.write_text(json.dumps(doc, indent=1, sort_keys=False, default=str) + '\n')
-            tmp.replace(out / f'{stem}.json')
+            write_json(out / f'{stem}.json', doc)
             report.write_md(out / f'{stem}.md', doc)
             if doc['chassis']['errors'] or doc['chassis']['splats']:
                 rc = 1

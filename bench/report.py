@@ -28,6 +28,16 @@ from figures import HOST_MTU, LABEL, LINKS, MTUS, PING_COUNT  # noqa: E402
 T0 = time.monotonic()
 
 
+def _gnuplot(script, tmp, path):
+    """Run gnuplot on script, which writes tmp; tmp becomes path.
+    Returns False (and says why) if gnuplot failed."""
+    r = subprocess.run(['gnuplot'], input=script, text=True, capture_output=True)
+    if r.returncode != 0 or not tmp.exists():
+        progress('gnuplot failed: ' + r.stderr.strip()[:300])
+        return False
+    tmp.replace(path)
+    return True
+
 def progress(msg):
     t = int(time.monotonic() - T0)
     print(f'[{t // 60:2d}:{t % 60:02d}] {msg}', flush=True)
@@ -239,12 +249,7 @@ plot "{dat}" using 1:{c['mem_drop_kib']} with linespoints lw 2 pt 7 title "MemAv
      "{dat}" using 1:{c['mem_per_link_kib']} with linespoints lw 2 pt 5 title "per link"
 unset multiplot
 '''
-        r = subprocess.run(['gnuplot'], input=script, text=True, capture_output=True)
-        if r.returncode != 0 or not tmp.exists():
-            progress('gnuplot failed: ' + r.stderr.strip()[:300])
-            return False
-        tmp.replace(path)
-        return True
+        return _gnuplot(script, tmp, path)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -578,12 +583,7 @@ set yrange [0:{max(100, top * 1.35):.0f}]
 set key top left
 set grid ytics
 ''' + panel('1 stream', 2) + panel('4 parallel streams', 14) + 'unset multiplot\n'
-    r = subprocess.run(['gnuplot'], input=script, text=True, capture_output=True)
-    if r.returncode != 0 or not tmp.exists():
-        progress('gnuplot failed: ' + r.stderr.strip()[:300])
-        return False
-    tmp.replace(path)
-    return True
+    return _gnuplot(script, tmp, path)
 
 
 def write(doc, out):
