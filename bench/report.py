@@ -38,6 +38,7 @@ def _gnuplot(script, tmp, path):
     tmp.replace(path)
     return True
 
+
 def progress(msg):
     t = int(time.monotonic() - T0)
     print(f'[{t // 60:2d}:{t % 60:02d}] {msg}', flush=True)
