@@ -85,7 +85,7 @@ demo:
 # A host and BOARDS boards (default 4), one link each, bridged on the host
 # (tests/qemu/chassis.py); KEEP=1 leaves it running.
 chassis:
-	BOARDS="$(BOARDS)" KEEP="$(KEEP)" $(TOP)/scripts/chassis.sh
+	BOARDS="$(BOARDS)" KEEP="$(KEEP)" $(TOP)/scripts/demo.sh chassis
 
 bench:
 	$(TOP)/scripts/bench.sh

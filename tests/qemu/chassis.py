@@ -352,9 +352,7 @@ def main():
     except (h.HarnessError, h.CaseFailure) as e:
         print(f'\nchassis failed: {e}', flush=True)
         if topo is not None:
-            for vm in topo.vms:
-                print(f'--- {vm.name} console (last lines) ---\n'
-                      + h._printable(h._tail(vm.console_path, 20)), flush=True)
+            h.print_console_tails(topo.vms, 20)
     except KeyboardInterrupt:
         print('interrupted', flush=True)
     finally:

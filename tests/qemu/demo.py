@@ -102,9 +102,7 @@ def main():
     except (h.HarnessError, h.CaseFailure) as e:
         print(f'\ndemo failed: {e}', flush=True)
         if topo is not None:
-            for vm in topo.vms:
-                print(f'--- {vm.name} console (last lines) ---\n'
-                      + h._printable(h._tail(vm.console_path, 30)), flush=True)
+            h.print_console_tails(topo.vms, 30)
     finally:
         if topo is not None:
             topo.teardown()

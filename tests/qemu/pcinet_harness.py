@@ -255,6 +255,13 @@ def _tail(path, n=20):
     return '\n'.join(lines[-n:])
 
 
+def print_console_tails(vms, n=30):
+    """The last n console lines of each VM, for a failed demo or chassis."""
+    for vm in vms:
+        print(f'--- {vm.name} console (last lines) ---\n'
+              + _printable(_tail(vm.console_path, n)), flush=True)
+
+
 def _popen(cmd, log):
     with open(log, 'ab') as f:
         return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f,
