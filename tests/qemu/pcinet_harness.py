@@ -1191,8 +1191,20 @@ def unload(vm, timeout=5.0):
     """rmmod pcinet, retried while something (an open tty closing
     asynchronously) still holds it; fails after timeout."""
     vm.wait_until("! grep -q '^pcinet ' /proc/modules || rmmod pcinet",
-                  timeout, what='rmmod pcinet',
-                  show='rmmod pcinet; grep "^pcinet " /proc/modules')
+                  timeout, what='rmmod pcinet', show=UNLOAD_SHOW)
+
+
+# What holds the module when rmmod keeps failing: every process with a
+# ttyPCI open (pid, name, state, where it sleeps, its kernel stack) and
+# the driver's last messages.
+UNLOAD_SHOW = (
+    'rmmod pcinet; grep "^pcinet " /proc/modules; '
+    'for p in /proc/[0-9]*; do '
+    'ls -l $p/fd 2>/dev/null | grep -q ttyPCI || continue; '
+    'echo "holder ${p#/proc/} $(cat $p/comm) '
+    '$(grep State: $p/status) wchan $(cat $p/wchan)"; '
+    'head -n 8 $p/stack 2>/dev/null; done; '
+    'dmesg | grep -i pcinet | tail -n 6')
 
 
 def net_up(vm, addr, ifname='pcinet0', mtu=None, prefix=24):
