@@ -1194,17 +1194,23 @@ def unload(vm, timeout=5.0):
                   timeout, what='rmmod pcinet', show=UNLOAD_SHOW)
 
 
-# What holds the module when rmmod keeps failing: every process with a
-# ttyPCI open (pid, name, state, where it sleeps, its kernel stack) and
-# the driver's last messages.
+# What holds the module when rmmod keeps failing: the driver's last
+# messages, then every user process (pid, name, state, where it sleeps;
+# its kernel stack when it sleeps in the tty layer or uninterruptibly),
+# marked "ttyPCI" when it has one open.  A process that is exiting has
+# no files left but may still be closing one (the tty drains its output
+# for up to closing_wait): that is why all are listed.
 UNLOAD_SHOW = (
     'rmmod pcinet; grep "^pcinet " /proc/modules; '
+    'dmesg | grep -i pcinet | tail -n 4; '
     'for p in /proc/[0-9]*; do '
-    'ls -l $p/fd 2>/dev/null | grep -q ttyPCI || continue; '
-    'echo "holder ${p#/proc/} $(cat $p/comm) '
-    '$(grep State: $p/status) wchan $(cat $p/wchan)"; '
-    'head -n 8 $p/stack 2>/dev/null; done; '
-    'dmesg | grep -i pcinet | tail -n 6')
+    'pp=$(sed -n "s/^PPid:[[:space:]]*//p" $p/status 2>/dev/null); '
+    '[ -n "$pp" ] && [ "$pp" != 2 ] && [ "${p#/proc/}" != 2 ] || continue; '
+    'st=$(sed -n "s/^State:[[:space:]]*//p" $p/status); w=$(cat $p/wchan); '
+    'o=; ls -l $p/fd 2>/dev/null | grep -q ttyPCI && o=" ttyPCI"; '
+    'echo "proc ${p#/proc/} $(cat $p/comm) ${st%% *} $w$o"; '
+    'case "$st $w" in D*|*tty*) head -n 6 $p/stack 2>/dev/null;; esac; '
+    'done')
 
 
 def net_up(vm, addr, ifname='pcinet0', mtu=None, prefix=24):
