@@ -145,7 +145,7 @@ DEBUG_CASES=(
 	=tty-peer-frozen =tty-peer-killed =tty-unbind-under-traffic =tty-bad-peer
 	=tty-cooked-flow-control =tty-under-iperf3
 	=fault-ctrl0 =fault-net1 =fault-integrity =fault-doorbells
-	=fault-rmmod-scribbled =fault-tty-integrity =peer-cycles
+	=fault-rmmod-scribbled =fault-tty-integrity =peer-cycles =peer-hostile-crc
 )
 
 rounds=${REPEAT:-1}

@@ -143,7 +143,19 @@ static struct {
 	u64 done;		/* writes in this window */
 	u64 writes, doorbells, windows;
 	u64 rnd;		/* xorshift64 state */
+	unsigned int kinds;	/* H_GARBAGE, H_RECORDS: --hostile-kind */
+	u64 records, records_full;	/* hostile records sent, no room */
+	/* addresses learned from the peer's frames (h_learn()), as we send */
+	bool eth_ok, ip4_ok, ip6_ok;
+	u8 eth[12];		/* destination (the peer), source (us) */
+	u8 ip4[8];		/* source (us), destination (the peer) */
+	u8 ip6[32];
 } H;
+
+#define H_GARBAGE	1	/* garbage words and bytes where we write */
+#define H_RECORDS	2	/* well-formed records, correct CRC, hostile content */
+
+static void h_learn(const u8 *frame, u32 len);
 
 static int usr1;	/* SIGUSR1 seen: start a window */
 
@@ -545,6 +557,8 @@ static void host_write(int c, const struct pcinet_rec *rec, u8 *buf, u32 len)
 		ch->len_errors++;
 		return;
 	}
+	if (H.kinds & H_RECORDS)
+		h_learn(buf, len);
 	iov[0].iov_base = (void *)&rec->vnet;
 	iov[0].iov_len = TAP_VNET_HDR_LEN;
 	iov[1].iov_base = buf;
@@ -674,7 +688,8 @@ static void status_write(void)
 		"tty_tx_bytes=%llu tty_rx_bytes=%llu tty_frame_errors=%llu\n"
 		"doorbells_out=%llu doorbells_in=%llu\n"
 		"name=%s\nslot=%u\npeer_name=%s\npeer_slot=%u\n"
-		"hostile=%d\nhostile_windows=%llu\nhostile_writes=%llu\n",
+		"hostile=%d\nhostile_windows=%llu\nhostile_writes=%llu\n"
+		"hostile_records=%llu\nhostile_records_full=%llu\n",
 		P.up ? "up" : "down", P.side, P.own_id, P.gen, P.synced_gen,
 		P.carrier, P.up && (P.peer_open & (1U << PCINET_CHAN_TTY)),
 		P.peer_open, (unsigned long long)P.resets,
@@ -689,7 +704,9 @@ static void status_write(void)
 		(unsigned long long)P.doorbells_out,
 		(unsigned long long)P.doorbells_in, P.ident.name, P.ident.slot,
 		P.peer_ident.name, P.peer_ident.slot, H.on,
-		(unsigned long long)H.windows, (unsigned long long)H.writes);
+		(unsigned long long)H.windows, (unsigned long long)H.writes,
+		(unsigned long long)H.records,
+		(unsigned long long)H.records_full);
 	if (fclose(f) == 0)
 		rename(tmp, P.status_path);
 }
@@ -988,6 +1005,13 @@ static void link_stop(void)
  * window ends we start again as a peer that restarted (link_fresh(): our
  * block zeroed, a new generation, indices zero): the peer resynchronises
  * as after any restart, whatever our garbage did to either side.
+ *
+ * Garbage mostly fails the peer's CRC check and is dropped there, before
+ * anything parses it.  --hostile-kind=records writes the other kind (in
+ * place of the garbage, or with it: "all"): well-formed records with a
+ * correct CRC whose content is hostile, frames with offload headers that
+ * contradict them and tty records of any bytes (h_record()), which only
+ * the peer's own checks of what it hands to its stack stand against.
  */
 static u32 h_rnd(void)
 {
@@ -1091,10 +1115,320 @@ static void h_ring(bool header)
 		WRITE_ONCE(tx->data[(off + i) & mask], (u8)h_rnd());
 }
 
+/* ----- hostile records (--hostile-kind=records) ----- */
+
+/* virtio_net_hdr values (include/uapi/linux/virtio_net.h) */
+#define H_F_NEEDS_CSUM	1
+#define H_F_DATA_VALID	2
+#define H_GSO_TCPV4	1
+#define H_GSO_UDP	3
+#define H_GSO_TCPV6	4
+#define H_GSO_UDP_L4	5
+#define H_GSO_ECN	0x80
+#define H_GSO_BY_FRAGS	0xffff
+
+/*
+ * Where hostile frames go, learned from the first unicast IPv4 and IPv6
+ * frames the peer sends: its MAC and address become our destination, the
+ * ones it sent to our source, so that the peer's stack takes them in, not
+ * only its driver.  Once: a hostile frame it forwards back to us later
+ * has our own address as its source.  @len is at least an Ethernet header.
+ */
+static void h_learn(const u8 *f, u32 len)
+{
+	u16 type = f[12] << 8 | f[13];
+
+	if (f[0] & 1)		/* a group address: not ours */
+		return;
+	if (type == 0x0800 && len >= 34 && !H.ip4_ok) {
+		memcpy(H.ip4, f + 30, 4);
+		memcpy(H.ip4 + 4, f + 26, 4);
+		H.ip4_ok = true;
+	} else if (type == 0x86dd && len >= 54 && !H.ip6_ok) {
+		memcpy(H.ip6, f + 38, 16);
+		memcpy(H.ip6 + 16, f + 22, 16);
+		H.ip6_ok = true;
+	} else {
+		return;
+	}
+	memcpy(H.eth, f + 6, 6);
+	memcpy(H.eth + 6, f, 6);
+	H.eth_ok = true;
+}
+
+/* One of the @n values @v, or (one time in four) a random one. */
+static u32 h_pick(const u32 *v, unsigned int n)
+{
+	return h_rnd() % 4 ? v[h_rnd() % n] : h_rnd();
+}
+
+static void h_put16(u8 *p, u32 v)
+{
+	p[0] = v >> 8;
+	p[1] = v;
+}
+
+/* The Internet checksum of @len bytes at @p. */
+static u16 h_csum(const u8 *p, u32 len)
+{
+	u32 sum = 0, i;
+
+	for (i = 0; i + 1 < len; i += 2)
+		sum += p[i] << 8 | p[i + 1];
+	if (len & 1)
+		sum += p[len - 1] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum;
+}
+
+/* IPv4 (@v6 false) or IPv6 header at @f for @len bytes from @f on. */
+static u32 h_ip(u8 *f, u32 len, bool v6, u8 proto)
+{
+	u32 ihl = 20, i;
+
+	if (v6) {
+		memset(f, 0, 8);
+		f[0] = 0x60;
+		h_put16(f + 4, h_rnd() % 8 ? len - 40 : h_rnd());
+		f[6] = proto;
+		f[7] = 64;
+		if (H.ip6_ok)
+			memcpy(f + 8, H.ip6, 32);
+		else
+			for (i = 8; i < 40; i++)
+				f[i] = h_rnd();
+		return 40;
+	}
+	if (!(h_rnd() % 8))
+		ihl = 4 * (h_rnd() % 16);
+	f[0] = 0x40 | ihl / 4;
+	f[1] = 0;
+	h_put16(f + 2, h_rnd() % 8 ? len : h_rnd());
+	h_put16(f + 4, h_rnd());
+	h_put16(f + 6, h_rnd() % 8 ? 0x4000 : h_rnd());	/* DF, or anything */
+	f[8] = 64;
+	f[9] = proto;
+	h_put16(f + 10, 0);
+	if (H.ip4_ok)
+		memcpy(f + 12, H.ip4, 8);
+	else
+		for (i = 12; i < 20; i++)
+			f[i] = h_rnd();
+	/* one in four to the /24 after the peer's: for it to forward */
+	if (!(h_rnd() % 4))
+		f[18]++;
+	h_put16(f + 10, h_rnd() % 8 ? h_csum(f, ihl < 20 ? 20 : ihl) : h_rnd());
+	return ihl < 20 ? 20 : ihl;
+}
+
+/*
+ * A frame for the peer (its addresses, h_learn()) in @f, and an offload
+ * header in @vh that may contradict it; returns the frame's length.
+ * Frames: IPv4 (one in four to the /24 after the peer's address, which
+ * the peer may route, so that its forwarding path and software GSO see
+ * them too) or IPv6 with TCP, UDP, ICMP or any protocol, VLAN-tagged
+ * IPv4, ARP or any ethertype, of any length from a bare Ethernet header
+ * to the largest record, with headers cut short or lying about lengths,
+ * options and fragments.  Offload header: one time in four what a correct
+ * TSO sender would write for a TCP frame (GSO type of the frame's IP
+ * version, checksum start and offset of its TCP header, any segment
+ * size); otherwise each field from boundary values (0, 1, the frame's
+ * length and past it, 0xffff = GSO_BY_FRAGS, GSO types never offered:
+ * UDP, UDP_L4, ECN alone) or random.
+ */
+static u32 h_frame(u8 *f, struct pcinet_vnet_hdr *vh)
+{
+	static const u32 lens[] = {
+		14, 15, 33, 34, 53, 54, 60, 64, 1514, 1515, 1518, 9014, 9018,
+		65535, 65536, PCINET_NET_MAX_LEN,
+	};
+	static const u32 protos[] = { 6, 6, 6, 6, 17, 17, 1, 58 };
+	static const u32 ports[] = { 5001, 5003, 5201, 22, 0, 65535 };
+	static const u32 tcp_flags[] = { 0x10, 0x18, 0x02, 0x04, 0x11, 0x12 };
+	static bool filled;
+	u32 len, l3 = 14, l4, i, kind = h_rnd() % 16;
+	u8 proto = h_pick(protos, ARRAY_SIZE(protos));
+	bool v6 = false, tcp = false;
+
+	if (!filled) {		/* payload bytes: random once, headers each time */
+		for (i = 0; i < FRAME_MAX; i++)
+			f[i] = h_rnd();
+		filled = true;
+	}
+	switch (h_rnd() % 4) {
+	case 0:
+		len = lens[h_rnd() % ARRAY_SIZE(lens)];
+		break;
+	case 1:
+		len = ETH_HLEN_MIN + h_rnd() % 1501;
+		break;
+	case 2:
+		len = ETH_HLEN_MIN + h_rnd() % 9001;
+		break;
+	default:
+		len = ETH_HLEN_MIN + h_rnd() % (PCINET_NET_MAX_LEN - 13);
+		break;
+	}
+	if (H.eth_ok) {
+		memcpy(f, H.eth, 12);
+	} else {
+		memset(f, 0xff, 6);
+		memcpy(f + 6, "\x02\x70\x63\x69\x00\x99", 6);
+	}
+	if (kind == 13) {		/* a VLAN tag, then IPv4 */
+		h_put16(f + 12, 0x8100);
+		h_put16(f + 14, h_rnd() % 4096);
+		l3 = 18;
+	}
+	if (kind >= 9 && kind <= 12)
+		v6 = true;
+	h_put16(f + l3 - 2, kind == 14 ? 0x0806 : kind == 15 ? h_rnd() :
+		v6 ? 0x86dd : 0x0800);
+	l4 = l3;
+	if (kind < 14)		/* the frame's buffer is larger than any len */
+		l4 += h_ip(f + l3, len > l3 ? len - l3 : 0, v6, proto);
+	if (kind < 14 && proto == 6) {
+		tcp = true;
+		h_put16(f + l4, h_rnd());
+		h_put16(f + l4 + 2, h_pick(ports, ARRAY_SIZE(ports)));
+		for (i = 4; i < 12; i++)	/* seq, ack */
+			f[l4 + i] = h_rnd();
+		f[l4 + 12] = h_rnd() % 8 ? 5 << 4 : h_rnd() << 4;
+		f[l4 + 13] = h_pick(tcp_flags, ARRAY_SIZE(tcp_flags));
+		h_put16(f + l4 + 14, h_rnd());
+		h_put16(f + l4 + 16, h_rnd());
+		h_put16(f + l4 + 18, 0);
+	} else if (kind < 14 && proto == 17) {
+		h_put16(f + l4, h_rnd());
+		h_put16(f + l4 + 2, h_pick(ports, ARRAY_SIZE(ports)));
+		h_put16(f + l4 + 4, h_rnd() % 8 ? len - l4 : h_rnd());
+		h_put16(f + l4 + 6, h_rnd());
+	} else if (kind < 14 && (proto == 1 || proto == 58)) {
+		f[l4] = proto == 1 ? 8 : 128;	/* echo request */
+		f[l4 + 1] = 0;
+	}
+
+	if (tcp && !(h_rnd() % 4)) {
+		vh->flags = H_F_NEEDS_CSUM;
+		vh->gso_type = (v6 ? H_GSO_TCPV6 : H_GSO_TCPV4) |
+			       (h_rnd() % 8 ? 0 : H_GSO_ECN);
+		vh->hdr_len = cpu_to_le16(l4 + 20);
+		vh->gso_size = cpu_to_le16(1 + h_rnd() % 9000);
+		vh->csum_start = cpu_to_le16(l4);
+		vh->csum_offset = cpu_to_le16(16);
+	} else {
+		const u32 flags[] = {
+			0, H_F_NEEDS_CSUM, H_F_DATA_VALID,
+			H_F_NEEDS_CSUM | H_F_DATA_VALID,
+		};
+		const u32 gso[] = {
+			0, H_GSO_TCPV4, H_GSO_TCPV6, H_GSO_UDP, H_GSO_UDP_L4,
+			H_GSO_ECN, H_GSO_TCPV4 | H_GSO_ECN,
+			H_GSO_TCPV6 | H_GSO_ECN,
+		};
+		const u32 sizes[] = {
+			0, 1, 2, 8, 536, 1448, 9000, H_GSO_BY_FRAGS, len,
+		};
+		const u32 offs[] = {
+			l4, 0, 1, ETH_HLEN_MIN, l3, len - 2, len - 1, len, 0xffff,
+		};
+		const u32 csum_offs[] = { 16, 6, 0, 1, 2, 15, 17, len, 0xffff };
+		const u32 hdr_lens[] = { 0, l4 + 20, len, len + 1, 0xffff };
+
+		vh->flags = h_pick(flags, ARRAY_SIZE(flags));
+		vh->gso_type = h_pick(gso, ARRAY_SIZE(gso));
+		vh->hdr_len = cpu_to_le16(h_pick(hdr_lens, ARRAY_SIZE(hdr_lens)));
+		vh->gso_size = cpu_to_le16(h_pick(sizes, ARRAY_SIZE(sizes)));
+		vh->csum_start = cpu_to_le16(h_pick(offs, ARRAY_SIZE(offs)));
+		vh->csum_offset = cpu_to_le16(h_pick(csum_offs,
+						     ARRAY_SIZE(csum_offs)));
+	}
+	return len;
+}
+
+/*
+ * A tty record's payload in @buf and junk in the header fields the tty
+ * ring ignores (vnet, flags other than F_CRC); returns its length: 0, the
+ * largest, or any in between.
+ */
+static u32 h_tty(u8 *buf, struct pcinet_rec *rec)
+{
+	u8 *vnet = (u8 *)&rec->vnet;
+	u32 len, i;
+
+	switch (h_rnd() % 4) {
+	case 0:
+		len = 0;
+		break;
+	case 1:
+		len = PCINET_TTY_REC_MAX;
+		break;
+	default:
+		len = h_rnd() % (PCINET_TTY_REC_MAX + 1);
+		break;
+	}
+	for (i = 0; i < len; i++)
+		buf[i] = h_rnd();
+	for (i = 0; i < sizeof(rec->vnet); i++)
+		vnet[i] = h_rnd();
+	rec->flags = cpu_to_le16(h_rnd() & ~PCINET_REC_F_CRC);
+	return len;
+}
+
+/*
+ * A well-formed record with a correct CRC and hostile content on the ring
+ * of channel @c, between the real ones: what no CRC check can stop (a
+ * peer that means harm, or a bug above its ring code).  Only while the
+ * link is up, and only if it fits: the real traffic's state (a pending
+ * record, need_space) is left alone.
+ */
+static void h_record(int c)
+{
+	static u8 buf[FRAME_MAX];
+	struct chan *ch = &P.ch[c];
+	struct pcinet_span sp;
+	struct pcinet_rec rec;
+	u32 len;
+	int size;
+
+	if (!P.up)
+		return;
+	memset(&rec, 0, sizeof(rec));
+	if (c == PCINET_CHAN_NET)
+		len = h_frame(buf, &rec.vnet);
+	else
+		len = h_tty(buf, &rec);
+	/* an impossible consumer index is the real producer's to find */
+	size = pcinet_tx_reserve(&ch->tx, len, &sp);
+	if (size <= 0) {
+		H.records_full++;
+		return;
+	}
+	rec.len = cpu_to_le32(len);
+	rec.flags |= cpu_to_le16(PCINET_REC_F_CRC);
+	rec.crc = cpu_to_le32(rec_crc(&rec, buf, len));
+	pcinet_tx_write(&ch->tx, 0, &rec, sizeof(rec));
+	pcinet_tx_write(&ch->tx, sizeof(rec), buf, len);
+	/* A: in pcinet_tx_commit(), record before prod */
+	pcinet_tx_commit(&ch->tx, size);
+	/* E: in pcinet_tx_end_batch() */
+	if (pcinet_tx_end_batch(&ch->tx))
+		ring(pcinet_chan_vector(c));
+	H.records++;
+}
+
 static void h_write(void)
 {
 	unsigned int what = h_rnd() % 16;
 
+	if ((H.kinds & H_RECORDS) &&
+	    (!(H.kinds & H_GARBAGE) || what % 2)) {
+		/* three net records for one tty record */
+		h_record(h_rnd() % 4 ? PCINET_CHAN_NET : PCINET_CHAN_TTY);
+		H.writes++;
+		return;
+	}
 	if (what < 7) {
 		h_ctrl_word();
 	} else if (what < 11) {
@@ -1117,14 +1451,18 @@ static void hostile_begin(u64 now)
 	H.done = 0;
 	H.windows++;
 	P.status_dirty = true;
-	logmsg("hostile: writing garbage for %u s, %u writes/s", H.secs, H.rate);
+	logmsg("hostile: writing %s for %u s, %u writes/s",
+	       H.kinds == H_GARBAGE ? "garbage" : H.kinds == H_RECORDS ?
+	       "hostile records" : "garbage and hostile records",
+	       H.secs, H.rate);
 }
 
 static void hostile_end(void)
 {
 	H.on = false;
-	logmsg("hostile: window over (%llu writes, %llu doorbells so far); restarting the link",
-	       (unsigned long long)H.writes, (unsigned long long)H.doorbells);
+	logmsg("hostile: window over (%llu writes, %llu doorbells, %llu records); restarting",
+	       (unsigned long long)H.writes, (unsigned long long)H.doorbells,
+	       (unsigned long long)H.records);
 	P.resets++;
 	P.last_why = "hostile window over";
 	link_fresh();
@@ -1200,7 +1538,8 @@ static __noreturn void print_usage(int status)
 		"usage: pcinet-peer -S SOCKET [-i IFNAME] [-l PTY_LINK] [-s STATUS_FILE]\n"
 		"                   [-t PEER_TIMEOUT_MS] [-n NAME] [--slot N]\n"
 		"                   [--no-offload] [--no-integrity]\n"
-		"                   [--hostile=SECS[:RATE[:AFTER]]] [-v]\n"
+		"                   [--hostile=SECS[:RATE[:AFTER]]]\n"
+		"                   [--hostile-kind=garbage|records|all] [-v]\n"
 		"  -S SOCKET        the fabric's (ivshmem server's) unix socket\n"
 		"  -i IFNAME        TAP interface name (default pcinet%%d)\n"
 		"  -l PTY_LINK      symlink to the tty channel's pty\n"
@@ -1216,7 +1555,11 @@ static __noreturn void print_usage(int status)
 		"                   comes up and on every SIGUSR1, also write garbage\n"
 		"                   (RATE writes/s, default 1000) into our control block\n"
 		"                   and rings, ring random doorbells; then restart the\n"
-		"                   link (AFTER usr1: on SIGUSR1 only)\n",
+		"                   link (AFTER usr1: on SIGUSR1 only)\n"
+		"  --hostile-kind=garbage|records|all\n"
+		"                   what a hostile window writes: garbage (default),\n"
+		"                   records with a correct CRC and hostile content\n"
+		"                   (offload headers, frames, tty bytes), or both\n",
 		PCINET_PEER_TIMEOUT_MS);
 	exit(status);
 }
@@ -1234,6 +1577,7 @@ int main(int argc, char **argv)
 		{ "no-offload", no_argument, NULL, 'O' },
 		{ "no-integrity", no_argument, NULL, 'N' },
 		{ "hostile", required_argument, NULL, 'H' },
+		{ "hostile-kind", required_argument, NULL, 'K' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ }
@@ -1257,6 +1601,7 @@ int main(int argc, char **argv)
 	P.timeout_ms = PCINET_PEER_TIMEOUT_MS;
 	P.peer_id = -1;
 	P.sock = -1;
+	H.kinds = H_GARBAGE;
 	while ((c = getopt_long(argc, argv, "S:i:l:s:t:n:vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'S':
@@ -1293,6 +1638,16 @@ int main(int argc, char **argv)
 			break;
 		case 'H':
 			if (!hostile_parse(optarg))
+				print_usage(1);
+			break;
+		case 'K':
+			if (!strcmp(optarg, "garbage"))
+				H.kinds = H_GARBAGE;
+			else if (!strcmp(optarg, "records"))
+				H.kinds = H_RECORDS;
+			else if (!strcmp(optarg, "all"))
+				H.kinds = H_GARBAGE | H_RECORDS;
+			else
 				print_usage(1);
 			break;
 		case 'v':

@@ -357,20 +357,24 @@ static void pcinet_net_rx_crc_error(struct pcinet_net *np)
 	}
 }
 
+static void pcinet_net_rx_length_error(struct pcinet_net *np)
+{
+	u64_stats_update_begin(&np->rx_stats.syncp);
+	u64_stats_inc(&np->rx_stats.length_errors);
+	u64_stats_update_end(&np->rx_stats.syncp);
+}
+
 static void pcinet_net_rx_one(struct pcinet_net *np, const struct pcinet_rec *rec)
 {
+	u32 len = le32_to_cpu(rec->len), max = READ_ONCE(np->dev->mtu) + VLAN_ETH_HLEN;
 	struct pcinet_rx *rx = np->rx;
 	struct virtio_net_hdr vh;
 	struct pcinet_span sp;
 	struct sk_buff *skb;
-	u32 len = le32_to_cpu(rec->len);
 
-	if (unlikely(len < ETH_HLEN ||
-		     (!rec->vnet.gso_type &&
-		      len > READ_ONCE(np->dev->mtu) + VLAN_ETH_HLEN))) {
-		u64_stats_update_begin(&np->rx_stats.syncp);
-		u64_stats_inc(&np->rx_stats.length_errors);
-		u64_stats_update_end(&np->rx_stats.syncp);
+	/* Before the copy where we can; a GSO record is checked below. */
+	if (unlikely(len < ETH_HLEN || (!rec->vnet.gso_type && len > max))) {
+		pcinet_net_rx_length_error(np);
 		return;
 	}
 	skb = pcinet_net_rx_alloc(np, len);
@@ -412,6 +416,16 @@ static void pcinet_net_rx_one(struct pcinet_net *np, const struct pcinet_rec *re
 				     np->dev->name);
 		dev_kfree_skb_any(skb);
 		goto drop;
+	}
+	/*
+	 * A record that claims GSO with no more than one segment's payload is
+	 * not made GSO by virtio_net_hdr_to_skb(): a frame like any other,
+	 * held to the MTU (a hostile peer's way around the check above).
+	 */
+	if (unlikely(!skb_is_gso(skb) && len > max)) {
+		dev_kfree_skb_any(skb);
+		pcinet_net_rx_length_error(np);
+		return;
 	}
 	skb->protocol = eth_type_trans(skb, np->dev);
 
