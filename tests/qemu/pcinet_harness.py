@@ -1209,7 +1209,7 @@ UNLOAD_SHOW = (
     'st=$(sed -n "s/^State:[[:space:]]*//p" $p/status); w=$(cat $p/wchan); '
     'o=; ls -l $p/fd 2>/dev/null | grep -q ttyPCI && o=" ttyPCI"; '
     'echo "proc ${p#/proc/} $(cat $p/comm) ${st%% *} $w$o"; '
-    'case "$st $w" in D*|*tty*) head -n 6 $p/stack 2>/dev/null;; esac; '
+    'case "$st $w" in D*|R*|*tty*) head -n 6 $p/stack 2>/dev/null;; esac; '
     'done')
 
 

@@ -347,11 +347,20 @@ def _(t):
                 time.sleep(1.5)
                 t.b.kill(signal.SIGCONT)
             else:
+                # The tty stream ends on both sides first.  A tty's last
+                # close waits up to closing_wait (30 s) for its output to
+                # reach a peer that has the line open: b's first open after
+                # a boot or reload runs with the default termios (echo on)
+                # until stty applies "-echo", and echoes what a wrote while
+                # b was closed; a's writer never reads, so that echo can
+                # sit in b's ring until a's tty closes (DTR down: nothing
+                # to wait for).  Seen on the debug kernel: a killed cat on
+                # b still closing 15 s later, rmmod refused.
+                t.a.run('killall cat >/dev/null 2>&1; true')
                 t.b.run('killall iperf3 cat >/dev/null 2>&1; true')
-                # The killed cat's close of ttyPCI0 (its output drained
-                # first) holds the module for a moment, longer on the debug
-                # kernel; a reference kept for good still fails, after
-                # unload()'s timeout.
+                # The killed cat's close of ttyPCI0 holds the module for a
+                # moment, longer on the debug kernel; a reference kept for
+                # good still fails, after unload()'s timeout.
                 h.unload(t.b, timeout=15)
             took[kind].append(up(t))
         except h.CaseFailure as e:
