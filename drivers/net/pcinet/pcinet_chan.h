@@ -97,6 +97,7 @@ struct pcinet_chan_vio {
 /* The front-ends, listed in the core's table (pcinet_core.c). */
 extern const struct pcinet_frontend pcinet_net_frontend;
 extern const struct pcinet_frontend pcinet_tty_frontend;
+extern const struct pcinet_frontend pcinet_vio_frontend;
 
 int pcinet_chan_index(const struct pcinet_channel *ch);
 struct device *pcinet_chan_dev(const struct pcinet_channel *ch);
