@@ -120,6 +120,7 @@ static struct {
 	u32 inst;			/* ours: random, per run */
 
 	/* the offer */
+	struct pcinet_vio_devdesc desc;	/* what its slot must hold */
 	u32 dev_gen;			/* 0: not offered */
 	bool published;			/* written into the peer's drv region */
 	bool zeroed;			/* its fixed part zeroed once */
@@ -344,6 +345,8 @@ static void publish(int call_fd)
 	n.vq[0].avail_off = cpu_to_le64(V.ds + PCINET_VRING_DESC_BYTES(PV_NUM));
 	n.vq[0].used_off = cpu_to_le64(V.us);
 	memcpy(n.config, V.config, BLK_CFG_LEN);
+	V.desc = n;
+	V.desc.dev_gen = cpu_to_le32(V.dev_gen);
 
 	/*
 	 * V1: the slot goes empty before its fixed part changes, so a peer
@@ -364,6 +367,22 @@ static void publish(int call_fd)
 	ring_board(call_fd);
 	pv_log("device offered: virtio-blk, dev_gen 0x%08x, features 0x%llx, queue %u",
 	       V.dev_gen, (unsigned long long)V.offer, PV_NUM);
+}
+
+/*
+ * Soft state: the slot again as it must be (a third party may have
+ * scribbled it), the same values, dev_gen last.  The peer copies the
+ * fixed part out once per dev_gen (V2) and reads the live words as
+ * answers to its own status_seq only.
+ */
+static void refresh(void)
+{
+	struct pcinet_vio_devdesc *w = devdesc();
+
+	memcpy((u8 *)w + sizeof(w->dev_gen), (u8 *)&V.desc + sizeof(V.desc.dev_gen),
+	       sizeof(V.desc) - sizeof(V.desc.dev_gen));
+	/* V1: the description before dev_gen, as when it was published */
+	pcinet_store_release(&w->dev_gen, V.desc.dev_gen);
 }
 
 /* ----- the back end ----- */
@@ -625,6 +644,9 @@ static void answer(const struct pcinet_vio_drvstate *ds, u32 seq, int peer_id,
 		be_lost(call_fd, "a vhost-user request failed");
 		return;
 	}
+	V.desc.status = cpu_to_le32(ans);
+	V.desc.drv_gen = cpu_to_le32(V.drv_gen);
+	V.desc.status_seq = cpu_to_le32(seq);
 	put32(&w->status, ans);
 	put32(&w->drv_gen, V.drv_gen);
 	/* V4: pairs with V3' in the peer; status and drv_gen first */
@@ -731,6 +753,7 @@ void pvio_run(bool peer_ok, int peer_id, int call_fd)
 		return;
 	}
 	write_rhdr(V.inst);
+	refresh();
 	drv_poll(peer_id, call_fd);
 }
 
