@@ -303,6 +303,8 @@ class Fabric:
         self.log = Path(log) if log else self.sockpath.with_suffix('.log')
         self.pidfile = self.sockpath.with_suffix('.pid')
         self.proc = None
+        # the size of each virtio region (-V, e.g. '8M'); None: none
+        self.vio = None
         # control=True: fault injection (-C <sock>.ctl, doorbells interposed
         # with -I); see fault() and tools/pcinet-fabric/README.md.
         self.ctlpath = Path(f'{self.sockpath}.ctl') if control else None
@@ -315,6 +317,8 @@ class Fabric:
                '-n', str(self.vectors), '-p', str(self.pidfile)]
         if self.ctlpath:
             cmd += ['-I', '-C', str(self.ctlpath)]
+        if self.vio:
+            cmd += ['-V', str(self.vio)]
         self.proc = _popen(cmd, self.log)
         deadline = time.monotonic() + timeout
         while True:
@@ -916,6 +920,7 @@ CONFIG = {
     'append': '',		# extra kernel command line (+ $PCINET_APPEND)
     'vm_args': {},		# name -> extra QEMU args
     'nic': False,		# False: "-nic none" (vm_args may add a NIC)
+    'fabric_vio': None,		# virtio regions of this size ('8M'), fabric -V
     'extra_modules': [],	# .ko files put in the guests' /lib/modules/extra
 }
 # Options that describe the machines and links (those a case may override
@@ -980,6 +985,7 @@ class Topology:
                                        vectors=cfg['vectors'],
                                        binary=cfg['fabric_binary'],
                                        control=cfg['fabric_control']))
+            self.fabrics[-1].vio = cfg['fabric_vio']
         self.fabric = self.fabrics[0] if self.fabrics else None
         self.vms = [VM(n, self.workdir, kernel, initrd,
                        fabrics=[f for l, f in zip(links, self.fabrics)

@@ -41,6 +41,7 @@
 #include "pcinet_ring.h"
 #include "crc32c.h"
 #include "peer_hs.h"
+#include "peer_vio.h"
 #include "tap.h"
 
 #define MAX_VEC		16	/* doorbell vectors we take from the server */
@@ -92,6 +93,7 @@ static struct {
 	unsigned int nvec;
 
 	/* the window */
+	int win_fd;		/* kept for the virtio back end (--blk) */
 	u8 *win;
 	u64 win_size;
 	struct pcinet_win_hdr *hdr;
@@ -706,7 +708,7 @@ static void tick(void)
 
 	/* soft state: every word we own, again */
 	put(&P.out->magic, PCINET_CTRL_MAGIC);
-	put(&P.out->features, PCINET_F_TTY_CRC);
+	put(&P.out->features, PCINET_F_TTY_CRC | pvio_features());
 	pcinet_ident_write(P.out, &P.ident);
 	put(&P.out->ack_gen, P.synced_gen ? P.gen : 0);
 	/* L1: pairs with L2 in the peer; ack_gen before peer_gen before gen */
@@ -875,7 +877,7 @@ static void fabric_connect(void)
 	P.win = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (P.win == MAP_FAILED)
 		die("mmap window: %s", strerror(errno));
-	close(fd);
+	P.win_fd = fd;
 	P.win_size = size;
 	P.hdr = (struct pcinet_win_hdr *)P.win;
 	/* steps 1, 2: P2 and every check of "The window" */
@@ -921,7 +923,7 @@ static void link_fresh(void)
 	if (tap_is_up(P.ifname) > 0)
 		P.chan_open |= 1U << PCINET_CHAN_NET;
 	put(&P.out->magic, PCINET_CTRL_MAGIC);
-	put(&P.out->features, PCINET_F_TTY_CRC);
+	put(&P.out->features, PCINET_F_TTY_CRC | pvio_features());
 	pcinet_ident_write(P.out, &P.ident);
 	put(&P.out->peer_gen, 0);
 	put(&P.out->ack_gen, 0);
@@ -973,6 +975,31 @@ static void link_stop(void)
 	}
 	if (P.pty_link)
 		unlink(P.pty_link);
+}
+
+/* ----- the virtio device side (--blk, peer_vio.c) ----- */
+
+/* The eventfd that rings the peer's virtio vector (vector 0 without one). */
+static int vio_call_fd(void)
+{
+	unsigned int v = P.nvec > PCINET_VEC_VIRTIO ? PCINET_VEC_VIRTIO : PCINET_VEC_LINK;
+
+	return P.peer_id >= 0 && v < P.peer_nfd ? P.peer_efd[v] : -1;
+}
+
+/*
+ * Virtio liveness is the peer's, not the link's (a net or tty reset
+ * leaves the devices alone): attached, its block live, PCINET_F_VIRTIO
+ * set, its heartbeat not silent.
+ */
+static void vio_run(void)
+{
+	bool ok = P.peer_id >= 0 && (peer_epoch_now() & 1) &&
+		  pcinet_ctrl_live(get(&P.in->magic), get(&P.in->gen)) &&
+		  (get(&P.in->features) & PCINET_F_VIRTIO) &&
+		  now_ms() - P.peer_beat_ms <= P.timeout_ms;
+
+	pvio_run(ok, P.peer_id, vio_call_fd());
 }
 
 /* ----- the hostile mode (--hostile) ----- */
@@ -1200,7 +1227,7 @@ static __noreturn void print_usage(int status)
 		"usage: pcinet-peer -S SOCKET [-i IFNAME] [-l PTY_LINK] [-s STATUS_FILE]\n"
 		"                   [-t PEER_TIMEOUT_MS] [-n NAME] [--slot N]\n"
 		"                   [--no-offload] [--no-integrity]\n"
-		"                   [--hostile=SECS[:RATE[:AFTER]]] [-v]\n"
+		"                   [--hostile=SECS[:RATE[:AFTER]]] [--blk IMAGE] [-v]\n"
 		"  -S SOCKET        the fabric's (ivshmem server's) unix socket\n"
 		"  -i IFNAME        TAP interface name (default pcinet%%d)\n"
 		"  -l PTY_LINK      symlink to the tty channel's pty\n"
@@ -1216,7 +1243,10 @@ static __noreturn void print_usage(int status)
 		"                   comes up and on every SIGUSR1, also write garbage\n"
 		"                   (RATE writes/s, default 1000) into our control block\n"
 		"                   and rings, ring random doorbells; then restart the\n"
-		"                   link (AFTER usr1: on SIGUSR1 only)\n",
+		"                   link (AFTER usr1: on SIGUSR1 only)\n"
+		"  --blk IMAGE      serve IMAGE as a virtio-blk device to the peer (the\n"
+		"                   virtio channel's device side; qemu-storage-daemon,\n"
+		"                   or $PCINET_QSD, is the back end)\n",
 		PCINET_PEER_TIMEOUT_MS);
 	exit(status);
 }
@@ -1234,6 +1264,7 @@ int main(int argc, char **argv)
 		{ "no-offload", no_argument, NULL, 'O' },
 		{ "no-integrity", no_argument, NULL, 'N' },
 		{ "hostile", required_argument, NULL, 'H' },
+		{ "blk", required_argument, NULL, 'B' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ }
@@ -1257,6 +1288,7 @@ int main(int argc, char **argv)
 	P.timeout_ms = PCINET_PEER_TIMEOUT_MS;
 	P.peer_id = -1;
 	P.sock = -1;
+	P.win_fd = -1;
 	while ((c = getopt_long(argc, argv, "S:i:l:s:t:n:vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'S':
@@ -1294,6 +1326,9 @@ int main(int argc, char **argv)
 		case 'H':
 			if (!hostile_parse(optarg))
 				print_usage(1);
+			break;
+		case 'B':
+			pvio_setup(optarg);
 			break;
 		case 'v':
 			P.verbose = true;
@@ -1339,6 +1374,9 @@ int main(int argc, char **argv)
 	}
 
 	fabric_connect();
+	ret = pvio_start(P.win, P.win_size, P.win_fd, &P.lay, P.side);
+	if (ret)
+		die("--blk: %s", strerror(-ret));
 	printf("pcinet-peer: id=%d side=%d ifname=%s pty=%s name=%s slot=%u\n",
 	       P.own_id, P.side, P.ifname, P.pty_path, P.ident.name,
 	       P.ident.slot);
@@ -1399,10 +1437,13 @@ int main(int argc, char **argv)
 			 */
 			if (v == PCINET_VEC_LINK || P.nvec < PCINET_NR_VEC)
 				link_run();
+			if (v == PCINET_VEC_VIRTIO || P.nvec <= PCINET_VEC_VIRTIO)
+				vio_run();
 		}
 		now = now_ms();
 		if (now >= next_tick) {
 			tick();
+			vio_run();
 			next_tick += PCINET_TICK_MS;
 			if (next_tick <= now)	/* we were stopped: no catch-up */
 				next_tick = now + PCINET_TICK_MS;
@@ -1412,6 +1453,7 @@ int main(int argc, char **argv)
 			tty_flush();
 	}
 	logmsg("stopping on signal %d", stop_sig);
+	pvio_stop(vio_call_fd());
 	link_stop();
 	return 0;
 }
