@@ -966,19 +966,26 @@ static u32 pcinet_vio_peer_inst(struct pcinet_vio *vio)
 	return le32_to_cpu(READ_ONCE(vio->rhdr_in->inst));
 }
 
-/* Our words in D's dev region, written again (soft state). */
-static void pcinet_vio_refresh(struct pcinet_vio *vio)
+/* Our region header in D's dev region: who we are (soft state). */
+static void pcinet_vio_write_rhdr(struct pcinet_vio *vio)
 {
 	struct pcinet_vio_rhdr *r = vio->rhdr_out;
-	struct pcinet_vio_dev *dev;
-	unsigned long flags;
-	unsigned int n;
 
 	lockdep_assert_held(&vio->lock);
 	WRITE_ONCE(r->inst, cpu_to_le32(vio->inst));
 	WRITE_ONCE(r->peer_inst, cpu_to_le32(vio->peer_inst));
 	WRITE_ONCE(r->nr_slots, cpu_to_le32(PCINET_VIO_MAX_DEV));
 	WRITE_ONCE(r->magic, cpu_to_le32(PCINET_VIO_DRVS_MAGIC));
+}
+
+/* Our driver states in D's dev region, written again (soft state). */
+static void pcinet_vio_refresh(struct pcinet_vio *vio)
+{
+	struct pcinet_vio_dev *dev;
+	unsigned long flags;
+	unsigned int n;
+
+	lockdep_assert_held(&vio->lock);
 	for (n = 0; n < PCINET_VIO_MAX_DEV; n++) {
 		dev = vio->slot[n].dev;
 		if (!dev) {
@@ -1015,6 +1022,13 @@ static void pcinet_vio_scan(struct work_struct *work)
 		}
 		vio->peer_inst = inst;
 	}
+	/*
+	 * Our instance is visible before any driver state that a plug
+	 * below writes: D starts a session for a drv_gen only under the
+	 * instance it belongs to (a new instance ends every session).
+	 */
+	if (inst)
+		pcinet_vio_write_rhdr(vio);
 	for (n = 0; n < PCINET_VIO_MAX_DEV; n++) {
 		dev = vio->slot[n].dev;
 		if (dev && !READ_ONCE(dev->dead)) {
