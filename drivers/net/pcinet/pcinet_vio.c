@@ -1145,6 +1145,10 @@ static void *pcinet_vio_create(struct pcinet_channel *ch)
 	/* what we write in D's dev region starts clean: no stale data */
 	memset(v.win + peer->dev_off, 0, PCINET_VIO_FIXED_SIZE);
 	pcinet_chan_attach(ch, &pcinet_vio_chan_ops, vio);
+	dev_info(pcinet_chan_dev(ch),
+		 "virtio channel: driver side, drv region 0x%llx+0x%llx\n",
+		 (unsigned long long)own->drv_off,
+		 (unsigned long long)own->drv_size);
 	return vio;
 }
 
