@@ -294,7 +294,7 @@ def fabric_binary():
 class Fabric:
     """The ivshmem server a set of VMs attach to (one pcinet link)."""
 
-    def __init__(self, sockpath, size='16M', vectors=3, binary=None, log=None,
+    def __init__(self, sockpath, size='16M', vectors=4, binary=None, log=None,
                  control=False):
         self.sockpath = Path(sockpath)
         self.size = size
@@ -303,6 +303,8 @@ class Fabric:
         self.log = Path(log) if log else self.sockpath.with_suffix('.log')
         self.pidfile = self.sockpath.with_suffix('.pid')
         self.proc = None
+        # the size of each virtio region (-V, e.g. '8M'); None: none
+        self.vio = None
         # control=True: fault injection (-C <sock>.ctl, doorbells interposed
         # with -I); see fault() and tools/pcinet-fabric/README.md.
         self.ctlpath = Path(f'{self.sockpath}.ctl') if control else None
@@ -315,6 +317,8 @@ class Fabric:
                '-n', str(self.vectors), '-p', str(self.pidfile)]
         if self.ctlpath:
             cmd += ['-I', '-C', str(self.ctlpath)]
+        if self.vio:
+            cmd += ['-V', str(self.vio)]
         self.proc = _popen(cmd, self.log)
         deadline = time.monotonic() + timeout
         while True:
@@ -455,7 +459,7 @@ class VM:
             cmd += ['-nic', 'none']
         for i, fab in enumerate(self.fabrics):
             path = fab.sockpath if isinstance(fab, Fabric) else fab
-            vectors = fab.vectors if isinstance(fab, Fabric) else 3
+            vectors = fab.vectors if isinstance(fab, Fabric) else 4
             cmd += ['-chardev', f'socket,path={path},id=fab{i}',
                     '-device', f'ivshmem-doorbell,chardev=fab{i},vectors={vectors}']
         return cmd + self.extra_args
@@ -908,13 +912,15 @@ CONFIG = {
     'fabric': True,		# False: no link at all (same as links=[])
     'fabric_size': '16M',
     'fabric_control': False,	# True: fault injection, Fabric.fault()
-    'vectors': 3,
+    'vectors': 4,		# doorbells: link, net, tty, virtio (fewer: the
+				# driver rings the missing ones as vector 0)
     'fabric_binary': None,	# default: fabric_binary()
     'mem': 1024,
     'smp': 1,
     'append': '',		# extra kernel command line (+ $PCINET_APPEND)
     'vm_args': {},		# name -> extra QEMU args
     'nic': False,		# False: "-nic none" (vm_args may add a NIC)
+    'fabric_vio': None,		# virtio regions of this size ('8M'), fabric -V
     'extra_modules': [],	# .ko files put in the guests' /lib/modules/extra
 }
 # Options that describe the machines and links (those a case may override
@@ -979,6 +985,7 @@ class Topology:
                                        vectors=cfg['vectors'],
                                        binary=cfg['fabric_binary'],
                                        control=cfg['fabric_control']))
+            self.fabrics[-1].vio = cfg['fabric_vio']
         self.fabric = self.fabrics[0] if self.fabrics else None
         self.vms = [VM(n, self.workdir, kernel, initrd,
                        fabrics=[f for l, f in zip(links, self.fabrics)

@@ -97,6 +97,54 @@ def _(t):
              'more than one pcinet interface on a')
 
 
+def pcinet_vectors(vm):
+    """How many interrupt lines the driver requested (pcinet-<pci>-<v>)."""
+    return int(vm.run('grep -c " pcinet-0000:" /proc/interrupts || true'))
+
+
+@h.case('net-doorbell-vectors')
+def _(t):
+    """The driver takes all 4 doorbell vectors (link, net, tty, virtio);
+    a window without virtio regions gets no virtio channel."""
+    link_up(t)
+    for vm in (t.a, t.b):
+        n = pcinet_vectors(vm)
+        h.expect(n == 4, f'{vm.name}: {n} pcinet vectors, expected 4')
+        n = int(vm.run('dmesg | grep -c "virtio channel" || true'))
+        h.expect(n == 0, f'{vm.name}: a virtio channel without regions')
+
+
+@h.case('net-3-vectors', topology=dict(vectors=3))
+def _(t):
+    """A device with 3 vectors: the driver takes 3, net works as with 4."""
+    link_up(t)
+    for vm in (t.a, t.b):
+        n = pcinet_vectors(vm)
+        h.expect(n == 3, f'{vm.name}: {n} pcinet vectors, expected 3')
+    tcp_transfer(t.a, t.b, IP['b'], 8)
+    tcp_transfer(t.b, t.a, IP['a'], 8)
+
+
+@h.case('net-virtio-regions', topology=dict(fabric_size='64M',
+                                            fabric_vio='8M'))
+def _(t):
+    """A window with virtio regions (fabric -V) but no device side: net
+    works as without, no virtio device appears, unload and reload clean."""
+    for i in range(2):
+        link_up(t)
+        for vm in (t.a, t.b):
+            n = int(vm.run('ls /sys/bus/virtio/devices | wc -l'))
+            h.expect(n == 0, f'{vm.name}: {n} virtio devices, none offered')
+            n = int(vm.run('dmesg | grep -c "virtio channel: driver side" '
+                           '|| true'))
+            h.expect(n == i + 1, f'{vm.name}: the virtio channel started '
+                     f'{n} times in {i + 1} loads')
+        tcp_transfer(t.a, t.b, IP['b'], 8)
+        for vm in (t.a, t.b):
+            vm.run('rmmod pcinet')
+            vm.run('! [ -e /sys/class/net/pcinet0 ]')
+
+
 @h.case('net-ping')
 def _(t):
     """Ping works both ways."""

@@ -8,6 +8,8 @@
  *   connected version=0 id=ID
  *   shm size=BYTES magic=ok version=V vectors=N data0=OFF+SIZE data1=OFF+SIZE
  *       epoch=E0,E1 state=up|down,up|down
+ *   vio dev0=OFF+SIZE drv0=OFF+SIZE dev1=OFF+SIZE drv1=OFF+SIZE
+ *       (only when the header carries virtio regions, pcinet-fabric -V)
  *   peer P joined vectors=N
  *   setup done id=ID vectors=N
  *   vector V rung count=C epoch=E0,E1 state=...
@@ -147,6 +149,25 @@ static void print_epoch(void)
 	       (e1 & 1) ? "up" : "down");
 }
 
+/* The virtio regions of the header (struct pcinet_win_vio), if any. */
+static void print_vio(void)
+{
+	const struct pcinet_win_vio *vio =
+		(const void *)((const char *)hdr + PCINET_HDR_VIO_OFF);
+	unsigned int i;
+
+	if (le32toh(vio->magic) != PCINET_WIN_VIO_MAGIC)
+		return;
+	printf("vio");
+	for (i = 0; i < 2; i++)
+		printf(" dev%u=0x%llx+0x%llx drv%u=0x%llx+0x%llx", i,
+		       (unsigned long long)le64toh(vio->side[i].dev_off),
+		       (unsigned long long)le64toh(vio->side[i].dev_size), i,
+		       (unsigned long long)le64toh(vio->side[i].drv_off),
+		       (unsigned long long)le64toh(vio->side[i].drv_size));
+	putchar('\n');
+}
+
 static void map_shm(int fd)
 {
 	struct stat st;
@@ -177,6 +198,7 @@ static void map_shm(int fd)
 	       (unsigned long long)le64toh(hdr->side[1].data_size));
 	print_epoch();
 	putchar('\n');
+	print_vio();
 }
 
 /* Step 4-6 messages: a peer ID with or without an eventfd. */

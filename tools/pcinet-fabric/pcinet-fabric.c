@@ -193,6 +193,7 @@ static struct {
 	const char *sock_path;
 	const char *pid_path;
 	uint64_t size;
+	uint64_t vio_size;		/* -V: each virtio region, 0: none */
 	unsigned int nr_vectors;
 	bool verbose;
 	bool daemonize;
@@ -213,6 +214,7 @@ static struct {
 	 * back from there: it updates this copy and stores from it.
 	 */
 	struct pcinet_win_hdr whdr;
+	struct pcinet_win_vio wvio;	/* the virtio regions (-V), or zero */
 	char *win;			/* whole window, mapped for scribbling */
 	char *sock_abs;			/* for cleanup after chdir("/") */
 	char *pid_abs;
@@ -303,7 +305,8 @@ static void __attribute__((format(printf, 1, 2))) log_dbg(const char *fmt, ...)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: pcinet-fabric -S SOCKET_PATH [-m SIZE] [-n VECTORS] [-p PIDFILE]\n"
+		"Usage: pcinet-fabric -S SOCKET_PATH [-m SIZE] [-V SIZE] [-n VECTORS]\n"
+		"                     [-p PIDFILE]\n"
 		"                     [-I] [-C CONTROL_PATH] [-X COMMAND]... [-d | -F] [-v] [-h]\n"
 		"\n"
 		"ivshmem server for a two-sided pcinet link between QEMU guests using\n"
@@ -313,6 +316,8 @@ static void usage(FILE *f)
 		"  -S PATH   UNIX socket to listen on (required)\n"
 		"  -m SIZE   shared window size, power of two from 4M to 1G, K/M/G\n"
 		"            suffix allowed (default 16M)\n"
+		"  -V SIZE   four virtio regions of SIZE (a multiple of 64K, at most\n"
+		"            1/8 of the window) at the window's end (default none)\n"
 		"  -n N      doorbell vectors per peer, 1..%d (default %d)\n"
 		"  -p FILE   write the server's pid to FILE\n"
 		"  -I        interpose: forward the guests' doorbells through the\n"
@@ -382,7 +387,7 @@ static void parse_args(int argc, char **argv)
 	int c;
 
 	opterr = 0;	/* we print our own messages */
-	while ((c = getopt(argc, argv, ":S:m:n:p:IC:X:dFvh")) != -1) {
+	while ((c = getopt(argc, argv, ":S:m:V:n:p:IC:X:dFvh")) != -1) {
 		switch (c) {
 		case 'S':
 			fab.sock_path = optarg;
@@ -391,6 +396,12 @@ static void parse_args(int argc, char **argv)
 			if (!parse_size(optarg, &fab.size) || fab.size < MIN_SIZE ||
 			    fab.size > MAX_SIZE || (fab.size & (fab.size - 1)))
 				bad_arg("invalid size '%s': must be a power of two from 4M to 1G",
+					optarg);
+			break;
+		case 'V':
+			if (!parse_size(optarg, &fab.vio_size) || !fab.vio_size ||
+			    fab.vio_size % PCINET_VIO_ALIGN)
+				bad_arg("invalid virtio region size '%s': must be a nonzero multiple of 64K",
 					optarg);
 			break;
 		case 'n':
@@ -448,6 +459,9 @@ static void parse_args(int argc, char **argv)
 	    (!*fab.ctl_path ||
 	     strlen(fab.ctl_path) >= sizeof(((struct sockaddr_un *)0)->sun_path)))
 		bad_arg("control socket path '%s' is empty or too long", fab.ctl_path);
+	if (fab.vio_size > fab.size / 8)
+		bad_arg("virtio regions of %llu bytes do not fit: at most 1/8 of the window each",
+			(unsigned long long)fab.vio_size);
 	if (fab.ctl_path && !strcmp(fab.ctl_path, fab.sock_path))
 		bad_arg("the control socket (-C) must differ from the server socket (-S)");
 }
@@ -501,7 +515,7 @@ static bool inbox_fits(unsigned int i)
  */
 static void write_header(void)
 {
-	pcinet_layout_write(fab.hdr, &fab.whdr);
+	pcinet_layout_write_vio(fab.hdr, &fab.whdr, &fab.wvio);
 }
 
 static int setup_shm(void)
@@ -542,9 +556,12 @@ static int setup_shm(void)
 	/*
 	 * Our copy of the header (pcinet_layout_init() in two halves: the
 	 * fabric keeps the copy to update epochs and IDs, and to restore).
-	 * Reserved fields and epochs are zero.
+	 * Reserved fields and epochs are zero.  With -V the four virtio
+	 * regions take the end of the window and the inboxes what is left;
+	 * without it the header is exactly pcinet_layout_fill()'s.
 	 */
-	if (pcinet_layout_fill(&fab.whdr, fab.size, fab.nr_vectors) ||
+	if (pcinet_layout_fill_vio(&fab.whdr, &fab.wvio, fab.size, fab.nr_vectors,
+				   fab.vio_size) ||
 	    !inbox_fits(0) || !inbox_fits(1)) {
 		log_err("window of %llu bytes too small for the pcinet rings",
 			(unsigned long long)fab.size);
@@ -2256,6 +2273,12 @@ int main(int argc, char **argv)
 		goto out;
 	log_info("listening on %s: %llu MiB window, %u vectors, pid %ld", fab.sock_path,
 		 (unsigned long long)(fab.size >> 20), fab.nr_vectors, (long)getpid());
+	if (fab.vio_size)
+		log_info("virtio regions: 4 x %llu KiB from 0x%llx%s",
+			 (unsigned long long)(fab.vio_size >> 10),
+			 (unsigned long long)le64toh(fab.wvio.side[0].dev_off),
+			 fab.nr_vectors <= PCINET_VEC_VIRTIO ?
+			 " (no vector 3: virtio doorbells ring vector 0)" : "");
 	if (fab.interpose)
 		log_info("doorbells interposed%s%s", fab.ctl_path ? ", control socket " : "",
 			 fab.ctl_path ? fab.ctl_path : "");

@@ -88,6 +88,9 @@ check "bad args: -m 16X (bad suffix) exits 1"	bad_args -S "$S" -m 16X
 check "bad args: -n 0 exits 1"			bad_args -S "$S" -n 0
 check "bad args: -n 17 exits 1"			bad_args -S "$S" -n 17
 check "bad args: -n x exits 1"			bad_args -S "$S" -n x
+check "bad args: -V 100K (not a multiple of 64K) exits 1" bad_args -S "$S" -V 100K
+check "bad args: -V 0 exits 1"			bad_args -S "$S" -V 0
+check "bad args: -V 4M in a 16M window (over 1/8) exits 1" bad_args -S "$S" -V 4M
 check "bad args: unknown option exits 1"	bad_args -S "$S" -Z
 check "bad args: stray argument exits 1"	bad_args -S "$S" extra
 check "bad args: -C same as -S exits 1"		bad_args -S "$S" -C "$S"
@@ -122,6 +125,7 @@ check "window header: magic, 16M, 3 vectors, data inboxes" \
 	grep -q "^shm size=16777216 magic=ok version=1 vectors=3 $(
 		)data0=0x10000+0x7f0000 data1=0x800000+0x7f0000" "$A"
 check "first client sees attach_epoch = 1,0" grep -q "^shm .* epoch=1,0 state=up,down" "$A"
+check "without -V: no virtio regions in the header" eval '! grep -q "^vio" "$A"'
 
 B=$T/b.out
 "$CLIENT" -S "$S" -t 60 >"$B" 2>&1 &
@@ -206,6 +210,35 @@ check "-m 4M -n 1: 4 MiB window, 1 vector, inboxes 0x1f0000 each" \
 [ -n "$DP" ] && kill -TERM "$DP"
 check "-d: SIGTERM removes socket and pid file" \
 	eval '[ -n "$DP" ] && wait_gone "$DP" && [ ! -e "$S" ] && [ ! -e "$T/pid2" ]'
+
+# -V: the layout of docs/design.md "Where everything lives" (64M, 8M regions).
+"$FABRIC" -S "$S" -m 64M -V 8M -n 4 -C "$T/vctl" 2>"$T/vio.err" &
+FP=$!
+pids+=("$FP")
+wait_for "$T/vio.err" "listening on" >/dev/null
+"$CLIENT" -S "$S" -1 >"$T/v.out" 2>&1
+check "-m 64M -V 8M -n 4: 4 vectors, inboxes 0xff0000 each below the regions" \
+	grep -q "^shm size=67108864 magic=ok version=1 vectors=4 $(
+		)data0=0x10000+0xff0000 data1=0x1000000+0xff0000" "$T/v.out"
+check "-V 8M: dev 0, drv 0, dev 1, drv 1 at the window's end" \
+	grep -q "^vio dev0=0x2000000+0x800000 drv0=0x2800000+0x800000 $(
+		)dev1=0x3000000+0x800000 drv1=0x3800000+0x800000$" "$T/v.out"
+check "-V: a client gets 4 eventfds per peer" grep -q "^setup done id=0 vectors=4" "$T/v.out"
+vio_restored() {
+	local r i
+	r=$("$CLIENT" -c "$T/vctl" "scribble hdr 20000 0.1 random")
+	[[ $r =~ ^ok ]] || return 1
+	for ((i = 0; i < 30; i++)); do
+		"$CLIENT" -c "$T/vctl" status | grep -q " scribble=none " && break
+		sleep 0.1
+	done
+	[[ $("$CLIENT" -c "$T/vctl" restore) == "ok restore" ]] || return 1
+	"$CLIENT" -S "$S" -1 >"$T/v2.out" 2>&1
+	grep -q "^vio dev0=0x2000000+0x800000 drv0=0x2800000+0x800000 " "$T/v2.out"
+}
+check "-V: restore rewrites the virtio regions too" vio_restored
+kill -TERM $FP
+wait $FP
 
 # --- without -I: doorbells go straight from guest to guest ------------------
 # Interactive clients (fabric-client -i) take commands on a FIFO: client A

@@ -41,6 +41,7 @@
 #include "pcinet_ring.h"
 #include "crc32c.h"
 #include "peer_hs.h"
+#include "peer_vio.h"
 #include "tap.h"
 
 #define MAX_VEC		16	/* doorbell vectors we take from the server */
@@ -92,6 +93,7 @@ static struct {
 	unsigned int nvec;
 
 	/* the window */
+	int win_fd;		/* kept for the virtio back end (--blk) */
 	u8 *win;
 	u64 win_size;
 	struct pcinet_win_hdr *hdr;
@@ -119,7 +121,7 @@ static struct {
 	const char *last_why;
 
 	/* front-ends */
-	struct chan ch[PCINET_NR_CHAN];
+	struct chan ch[PCINET_NR_RING_CHAN];
 	int tap;
 	char ifname[32];
 	bool carrier;
@@ -260,7 +262,7 @@ static void zero_indices(void)
 {
 	int c;
 
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
+	for (c = 0; c < PCINET_NR_RING_CHAN; c++) {
 		pcinet_tx_reset(&P.ch[c].tx);
 		pcinet_rx_reset(&P.ch[c].rx);
 		P.ch[c].need_space = false;
@@ -723,13 +725,13 @@ static void tick(void)
 
 	/* soft state: every word we own, again */
 	put(&P.out->magic, PCINET_CTRL_MAGIC);
-	put(&P.out->features, PCINET_F_TTY_CRC);
+	put(&P.out->features, PCINET_F_TTY_CRC | pvio_features());
 	pcinet_ident_write(P.out, &P.ident);
 	put(&P.out->ack_gen, P.synced_gen ? P.gen : 0);
 	/* L1: pairs with L2 in the peer; ack_gen before peer_gen before gen */
 	pcinet_store_release(&P.out->peer_gen, cpu_to_le32(P.synced_gen));
 	pcinet_store_release(&P.out->gen, cpu_to_le32(P.gen));
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
+	for (c = 0; c < PCINET_NR_RING_CHAN; c++) {
 		struct chan *ch = &P.ch[c];
 
 		pcinet_tx_refresh(&ch->tx);
@@ -892,7 +894,7 @@ static void fabric_connect(void)
 	P.win = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (P.win == MAP_FAILED)
 		die("mmap window: %s", strerror(errno));
-	close(fd);
+	P.win_fd = fd;
 	P.win_size = size;
 	P.hdr = (struct pcinet_win_hdr *)P.win;
 	/* steps 1, 2: P2 and every check of "The window" */
@@ -938,7 +940,7 @@ static void link_fresh(void)
 	if (tap_is_up(P.ifname) > 0)
 		P.chan_open |= 1U << PCINET_CHAN_NET;
 	put(&P.out->magic, PCINET_CTRL_MAGIC);
-	put(&P.out->features, PCINET_F_TTY_CRC);
+	put(&P.out->features, PCINET_F_TTY_CRC | pvio_features());
 	pcinet_ident_write(P.out, &P.ident);
 	put(&P.out->peer_gen, 0);
 	put(&P.out->ack_gen, 0);
@@ -959,7 +961,7 @@ static void link_start(void)
 
 	P.in = (struct pcinet_ctrl *)(P.win + P.lay.ctrl_off[P.side]);
 	P.out = (struct pcinet_ctrl *)(P.win + P.lay.ctrl_off[P.peer]);
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
+	for (c = 0; c < PCINET_NR_RING_CHAN; c++) {
 		const struct pcinet_ring_loc *txl = &P.lay.ring[P.peer][c];
 		const struct pcinet_ring_loc *rxl = &P.lay.ring[P.side][c];
 
@@ -990,6 +992,31 @@ static void link_stop(void)
 	}
 	if (P.pty_link)
 		unlink(P.pty_link);
+}
+
+/* ----- the virtio device side (--blk, peer_vio.c) ----- */
+
+/* The eventfd that rings the peer's virtio vector (vector 0 without one). */
+static int vio_call_fd(void)
+{
+	unsigned int v = P.nvec > PCINET_VEC_VIRTIO ? PCINET_VEC_VIRTIO : PCINET_VEC_LINK;
+
+	return P.peer_id >= 0 && v < P.peer_nfd ? P.peer_efd[v] : -1;
+}
+
+/*
+ * Virtio liveness is the peer's, not the link's (a net or tty reset
+ * leaves the devices alone): attached, its block live, PCINET_F_VIRTIO
+ * set, its heartbeat not silent.
+ */
+static void vio_run(void)
+{
+	bool ok = P.peer_id >= 0 && (peer_epoch_now() & 1) &&
+		  pcinet_ctrl_live(get(&P.in->magic), get(&P.in->gen)) &&
+		  (get(&P.in->features) & PCINET_F_VIRTIO) &&
+		  now_ms() - P.peer_beat_ms <= P.timeout_ms;
+
+	pvio_run(ok, P.peer_id, vio_call_fd());
 }
 
 /* ----- the hostile mode (--hostile) ----- */
@@ -1054,7 +1081,7 @@ struct h_word {
 /* A word of our control block: the block-wide ones and each channel's. */
 static void h_ctrl_word(void)
 {
-	int c = h_rnd() % PCINET_NR_CHAN;
+	int c = h_rnd() % PCINET_NR_RING_CHAN;
 	struct pcinet_chan_ctrl *cc = &P.out->chan[c];
 	u32 tx_size = P.ch[c].tx.size, rx_size = P.ch[c].rx.size;
 	__le32 *name = (__le32 *)P.out->name;
@@ -1087,7 +1114,7 @@ static void h_ctrl_word(void)
  */
 static void h_ring(bool header)
 {
-	struct pcinet_tx *tx = &P.ch[h_rnd() % PCINET_NR_CHAN].tx;
+	struct pcinet_tx *tx = &P.ch[h_rnd() % PCINET_NR_RING_CHAN].tx;
 	u32 mask = tx->size - 1, off, len, i;
 	u32 used = tx->prod - tx->cons;
 
@@ -1539,7 +1566,8 @@ static __noreturn void print_usage(int status)
 		"                   [-t PEER_TIMEOUT_MS] [-n NAME] [--slot N]\n"
 		"                   [--no-offload] [--no-integrity]\n"
 		"                   [--hostile=SECS[:RATE[:AFTER]]]\n"
-		"                   [--hostile-kind=garbage|records|all] [-v]\n"
+		"                   [--hostile-kind=garbage|records|all]\n"
+		"                   [--blk IMAGE] [-v]\n"
 		"  -S SOCKET        the fabric's (ivshmem server's) unix socket\n"
 		"  -i IFNAME        TAP interface name (default pcinet%%d)\n"
 		"  -l PTY_LINK      symlink to the tty channel's pty\n"
@@ -1559,7 +1587,10 @@ static __noreturn void print_usage(int status)
 		"  --hostile-kind=garbage|records|all\n"
 		"                   what a hostile window writes: garbage (default),\n"
 		"                   records with a correct CRC and hostile content\n"
-		"                   (offload headers, frames, tty bytes), or both\n",
+		"                   (offload headers, frames, tty bytes), or both\n"
+		"  --blk IMAGE      serve IMAGE as a virtio-blk device to the peer (the\n"
+		"                   virtio channel's device side; qemu-storage-daemon,\n"
+		"                   or $PCINET_QSD, is the back end)\n",
 		PCINET_PEER_TIMEOUT_MS);
 	exit(status);
 }
@@ -1578,6 +1609,7 @@ int main(int argc, char **argv)
 		{ "no-integrity", no_argument, NULL, 'N' },
 		{ "hostile", required_argument, NULL, 'H' },
 		{ "hostile-kind", required_argument, NULL, 'K' },
+		{ "blk", required_argument, NULL, 'B' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ }
@@ -1602,6 +1634,7 @@ int main(int argc, char **argv)
 	P.peer_id = -1;
 	P.sock = -1;
 	H.kinds = H_GARBAGE;
+	P.win_fd = -1;
 	while ((c = getopt_long(argc, argv, "S:i:l:s:t:n:vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'S':
@@ -1650,6 +1683,9 @@ int main(int argc, char **argv)
 			else
 				print_usage(1);
 			break;
+		case 'B':
+			pvio_setup(optarg);
+			break;
 		case 'v':
 			P.verbose = true;
 			break;
@@ -1694,6 +1730,9 @@ int main(int argc, char **argv)
 	}
 
 	fabric_connect();
+	ret = pvio_start(P.win, P.win_size, P.win_fd, &P.lay, P.side);
+	if (ret)
+		die("--blk: %s", strerror(-ret));
 	printf("pcinet-peer: id=%d side=%d ifname=%s pty=%s name=%s slot=%u\n",
 	       P.own_id, P.side, P.ifname, P.pty_path, P.ident.name,
 	       P.ident.slot);
@@ -1754,10 +1793,13 @@ int main(int argc, char **argv)
 			 */
 			if (v == PCINET_VEC_LINK || P.nvec < PCINET_NR_VEC)
 				link_run();
+			if (v == PCINET_VEC_VIRTIO || P.nvec <= PCINET_VEC_VIRTIO)
+				vio_run();
 		}
 		now = now_ms();
 		if (now >= next_tick) {
 			tick();
+			vio_run();
 			next_tick += PCINET_TICK_MS;
 			if (next_tick <= now)	/* we were stopped: no catch-up */
 				next_tick = now + PCINET_TICK_MS;
@@ -1767,6 +1809,7 @@ int main(int argc, char **argv)
 			tty_flush();
 	}
 	logmsg("stopping on signal %d", stop_sig);
+	pvio_stop(vio_call_fd());
 	link_stop();
 	return 0;
 }

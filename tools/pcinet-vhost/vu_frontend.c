@@ -354,6 +354,34 @@ int vu_set_mem_table(struct vu_dev *d, const struct vu_mem *mem)
 	return vu_set(d, VU_SET_MEM_TABLE, &t, size, &mem->fd, 1);
 }
 
+int vu_set_mem_regions(struct vu_dev *d, const struct vu_mem *regs,
+		       unsigned int n)
+{
+	struct vu_mem_table t;
+	int fds[VU_MAX_REGIONS];
+	unsigned int i;
+	uint32_t size;
+
+	if (!n || n > VU_MAX_REGIONS)
+		return -EINVAL;
+	memset(&t, 0, sizeof(t));
+	t.nregions = n;
+	for (i = 0; i < n; i++) {
+		t.regions[i].gpa = regs[i].gpa;
+		t.regions[i].size = regs[i].size;
+		t.regions[i].uaddr = (uintptr_t)regs[i].base;
+		t.regions[i].mmap_offset = regs[i].offset;
+		fds[i] = regs[i].fd;
+		d->regs[i] = regs[i];
+	}
+	d->nregs = n;
+	memset(&d->mem, 0, sizeof(d->mem));
+	d->mem.fd = -1;
+	size = offsetof(struct vu_mem_table, regions) +
+	       t.nregions * sizeof(t.regions[0]);
+	return vu_set(d, VU_SET_MEM_TABLE, &t, size, fds, (int)n);
+}
+
 int vu_get_config(struct vu_dev *d, uint32_t offset, void *buf, uint32_t len)
 {
 	struct vu_config c;
@@ -418,14 +446,28 @@ static int gpa_to_uaddr(const struct vu_mem *m, uint64_t gpa, uint64_t len,
 	return 0;
 }
 
+/* The same, in the region that holds it: @mem, or one of vu_set_mem_regions(). */
+static int dev_uaddr(const struct vu_dev *d, uint64_t gpa, uint64_t len,
+		     uint64_t *ua)
+{
+	unsigned int i;
+
+	if (!d->nregs)
+		return gpa_to_uaddr(&d->mem, gpa, len, ua);
+	for (i = 0; i < d->nregs && i < VU_MAX_REGIONS; i++)
+		if (!gpa_to_uaddr(&d->regs[i], gpa, len, ua))
+			return 0;
+	return -ERANGE;
+}
+
 int vu_set_vring_addr(struct vu_dev *d, unsigned int idx,
 		      uint64_t desc_gpa, uint64_t avail_gpa, uint64_t used_gpa)
 {
 	struct vu_vring_addr a = { .index = idx };
 
-	if (gpa_to_uaddr(&d->mem, desc_gpa, 16, &a.desc) ||
-	    gpa_to_uaddr(&d->mem, avail_gpa, 4, &a.avail) ||
-	    gpa_to_uaddr(&d->mem, used_gpa, 4, &a.used))
+	if (dev_uaddr(d, desc_gpa, 16, &a.desc) ||
+	    dev_uaddr(d, avail_gpa, 4, &a.avail) ||
+	    dev_uaddr(d, used_gpa, 4, &a.used))
 		return -ERANGE;
 	return vu_set(d, VU_SET_VRING_ADDR, &a, sizeof(a), NULL, 0);
 }
@@ -495,7 +537,7 @@ int vu_negotiate(struct vu_dev *d, uint64_t want, uint64_t want_pf,
 		return err;
 	d->acked_features = d->features & (want | need);
 	err = vu_set_features(d, d->acked_features);
-	if (err)
+	if (err || !mem)
 		return err;
 	d->mem = *mem;
 	return vu_set_mem_table(d, mem);

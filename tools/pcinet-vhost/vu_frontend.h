@@ -163,6 +163,12 @@ struct vu_dev {
 	uint64_t acked_features;
 	uint64_t acked_protocol_features;
 	struct vu_mem mem;
+	/*
+	 * vu_set_mem_regions(): several regions of one fd instead of @mem
+	 * (pcinet-peer gives a back end only its device's two spans).
+	 */
+	struct vu_mem regs[VU_MAX_REGIONS];
+	unsigned int nregs;
 	int verbose;
 };
 
@@ -182,6 +188,12 @@ int vu_set_protocol_features(struct vu_dev *d, uint64_t pf);
 int vu_get_queue_num(struct vu_dev *d, uint64_t *n);
 int vu_set_owner(struct vu_dev *d);
 int vu_set_mem_table(struct vu_dev *d, const struct vu_mem *mem);
+/*
+ * SET_MEM_TABLE with @n regions (1..VU_MAX_REGIONS, each with its fd);
+ * ring addresses are then looked up in them (vu_set_vring_addr()).
+ */
+int vu_set_mem_regions(struct vu_dev *d, const struct vu_mem *regs,
+		       unsigned int n);
 int vu_get_config(struct vu_dev *d, uint32_t offset, void *buf, uint32_t len);
 int vu_set_vring_num(struct vu_dev *d, unsigned int idx, unsigned int num);
 int vu_set_vring_addr(struct vu_dev *d, unsigned int idx,
@@ -196,7 +208,8 @@ int vu_set_vring_enable(struct vu_dev *d, unsigned int idx, int enable);
  * The usual bring-up: GET_FEATURES, GET/SET_PROTOCOL_FEATURES (the
  * intersection of WANT_PF and what is offered), SET_OWNER, SET_FEATURES
  * (the intersection of WANT and what is offered; VERSION_1 and
- * PROTOCOL_FEATURES must be offered), SET_MEM_TABLE.
+ * PROTOCOL_FEATURES must be offered), SET_MEM_TABLE (not with MEM NULL:
+ * the caller sends it later, e.g. with vu_set_mem_regions()).
  */
 int vu_negotiate(struct vu_dev *d, uint64_t want, uint64_t want_pf,
 		 const struct vu_mem *mem);

@@ -18,8 +18,20 @@
  * The back end never sees the private ring or the driver's buffers; the
  * driver never sees the window.
  *
- * Usage: vu_relay_test -s SOCKET [-q QSIZE] [-e SECTORS] [-d DUMPFILE]
- *                      [-n] [-N] [-K] [-b] [-t SECONDS] [-v]
+ * With -S FABRIC instead of -s, the test is only B, the board, and the
+ * device side is somebody else's: it joins a pcinet-fabric (-V, -n 4) as
+ * side 1, like a guest's ivshmem-doorbell, and finds the device that side
+ * 0 (pcinet-peer --blk) offers in its drv region.  It publishes a live
+ * control block with PCINET_F_VIRTIO and a heartbeat (no link handshake:
+ * virtio does not need one), negotiates through its driver state block
+ * (status writes answered by D, design "Negotiation"), kicks by bumping
+ * the queue's notify counter and ringing D's vector 3, and takes calls on
+ * its own vector 3.  At the end it resets the device (status 0 answered)
+ * and, with -W, waits for D to withdraw it (dev_gen 0).  This is stage 2
+ * of the test plan without a VM (tools/pcinet-peer/test-vio.sh).
+ *
+ * Usage: vu_relay_test {-s SOCKET | -S FABRIC [-W]} [-q QSIZE] [-e SECTORS]
+ *                      [-d DUMPFILE] [-n] [-N] [-K] [-b] [-t SECONDS] [-v]
  *   -n  do not negotiate INDIRECT_DESC (direct chains on both rings)
  *   -N  do not negotiate EVENT_IDX
  *   -K  kick after every submit that left requests in flight, whatever
@@ -36,10 +48,15 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -124,6 +141,9 @@ struct rt {
 	int kick_fd, call_fd;
 	int kick_always;		/* -K: ignore the back end's suppression */
 	unsigned long kicks, calls;
+	/* -S: the device side is another fabric client */
+	struct pcinet_vio_drvstate *drv;	/* ours, in D's dev region */
+	struct pcinet_vio_devdesc *ddesc;	/* D's, in our drv region */
 };
 
 /* The relay's access to the driver's buffers: plain pointers here. */
@@ -269,6 +289,11 @@ static int notify(struct rt *t)
 	if ((r & PCINET_VIO_KICK) ||
 	    (t->kick_always && t->vq.davail_idx != t->vq.last_used)) {
 		t->kicks++;
+		/* -S: the kick is the notify counter, then vector 3 */
+		if (t->drv)
+			__atomic_store_n(&t->drv->vq[0].notify,
+					 htole32(le32toh(t->drv->vq[0].notify) + 1),
+					 __ATOMIC_RELEASE);
 		if (write(t->kick_fd, &one, sizeof(one)) != sizeof(one))
 			return -errno;
 	}
@@ -512,18 +537,252 @@ static void bench(struct rt *t, double seconds)
 	}
 }
 
+/* ------------------------------------------------------------------ */
+/* -S: B alone, on a pcinet-fabric, the device side a fabric client too */
+/* ------------------------------------------------------------------ */
+
+#define FAB_VEC		16
+#define FAB_VIRTIO	3		/* PCINET_VEC_VIRTIO */
+
+static struct {
+	int sock, own_id, peer_id;
+	int own_efd[FAB_VEC], peer_efd[FAB_VEC];
+	unsigned int own_n, peer_n, nvec;
+	struct pcinet_ctrl *out;	/* our control block (side 0's inbox) */
+	volatile int stop;
+	pthread_t beat;
+	uint32_t drv_gen, seq;
+} fab = { .sock = -1, .peer_id = -1 };
+
+static int fab_recv(int64_t *val, int *fd)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov;
+	struct msghdr mh;
+	struct cmsghdr *cm;
+	uint64_t le;
+	size_t got = 0;
+	ssize_t r;
+
+	*fd = -1;
+	while (got < sizeof(le)) {
+		iov = (struct iovec){ (char *)&le + got, sizeof(le) - got };
+		mh = (struct msghdr){ .msg_iov = &iov, .msg_iovlen = 1,
+				      .msg_control = ctl.buf,
+				      .msg_controllen = sizeof(ctl.buf) };
+		r = recvmsg(fab.sock, &mh, MSG_CMSG_CLOEXEC);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+			if (cm->cmsg_level == SOL_SOCKET &&
+			    cm->cmsg_type == SCM_RIGHTS &&
+			    cm->cmsg_len >= CMSG_LEN(sizeof(int)))
+				memcpy(fd, CMSG_DATA(cm), sizeof(int));
+		got += (size_t)r;
+	}
+	*val = (int64_t)le64toh(le);
+	return 0;
+}
+
+/* The ivshmem client protocol (pcinet-fabric.c's summary), as side 1. */
+static int fab_connect(struct rt *t, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct pollfd p;
+	double deadline = tu_now() + 10;
+	int64_t v;
+	off_t size;
+	void *w;
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fab.sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fab.sock < 0 || connect(fab.sock, (void *)&sa, sizeof(sa)))
+		return -errno;
+	if (fab_recv(&v, &fd) || v != 0 || fab_recv(&v, &fd) || v < 0)
+		return -EPROTO;
+	fab.own_id = (int)v;
+	if (!(fab.own_id & 1))
+		return -EADDRINUSE;	/* we must be side 1: side 0 is D */
+	if (fab_recv(&v, &fd) || v != -1 || fd < 0)
+		return -EPROTO;
+	size = lseek(fd, 0, SEEK_END);
+	w = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (size <= 0 || w == MAP_FAILED)
+		return -ENOMEM;
+	t->win = (struct vu_mem){ .fd = fd, .base = w, .size = (uint64_t)size };
+	fab.nvec = le32toh(((struct pcinet_win_hdr *)w)->nr_vectors);
+	if (fab.nvec <= FAB_VIRTIO || fab.nvec > FAB_VEC)
+		return -ERANGE;	/* the test wants vector 3 */
+	/* the peers' eventfds and ours, one per vector, until both are complete */
+	p = (struct pollfd){ .fd = fab.sock, .events = POLLIN };
+	while (fab.own_n < fab.nvec || fab.peer_n < fab.nvec) {
+		if (tu_now() > deadline || poll(&p, 1, 1000) < 0)
+			return -ETIMEDOUT;
+		if (!(p.revents & POLLIN))
+			continue;
+		if (fab_recv(&v, &fd))
+			return -ECONNRESET;
+		if (fd < 0)
+			continue;
+		if (v == fab.own_id && fab.own_n < FAB_VEC) {
+			fab.own_efd[fab.own_n++] = fd;
+		} else if (v != fab.own_id && fab.peer_n < FAB_VEC &&
+			   (fab.peer_id < 0 || v == fab.peer_id)) {
+			fab.peer_id = (int)v;
+			fab.peer_efd[fab.peer_n++] = fd;
+		} else {
+			close(fd);
+		}
+	}
+	return 0;
+}
+
+static void fab_ring(unsigned int v)
+{
+	uint64_t one = 1;
+
+	if (write(fab.peer_efd[v], &one, sizeof(one)) != sizeof(one))
+		perror("ring");
+}
+
+/* A live block with PCINET_F_VIRTIO and a heartbeat: what D checks. */
+static void *fab_beat(void *arg)
+{
+	uint32_t beat = 0;
+
+	(void)arg;
+	while (!fab.stop) {
+		__atomic_store_n(&fab.out->heartbeat, htole32(++beat),
+				 __ATOMIC_RELAXED);
+		usleep(50000);
+	}
+	return NULL;
+}
+
+static int fab_board_start(struct rt *t, const struct pcinet_layout *lay)
+{
+	uint8_t *w = t->win.base;
+	struct pcinet_vio_rhdr *rh = (void *)(w + lay->vio[0].dev_off);
+	uint32_t gen, inst;
+
+	if (getrandom(&gen, sizeof(gen), 0) != sizeof(gen) ||
+	    getrandom(&inst, sizeof(inst), 0) != sizeof(inst))
+		return -EIO;
+	fab.out = (void *)(w + lay->ctrl_off[0]);
+	memset(fab.out, 0, sizeof(*fab.out));
+	fab.out->magic = htole32(PCINET_CTRL_MAGIC);
+	fab.out->features = htole32(PCINET_F_TTY_CRC | PCINET_F_VIRTIO);
+	__atomic_store_n(&fab.out->gen, htole32(gen | 1), __ATOMIC_RELEASE);
+	/* ours to write in D's dev region: zeroed, then our instance */
+	memset(rh, 0, PCINET_VIO_FIXED_SIZE);
+	rh->magic = htole32(PCINET_VIO_DRVS_MAGIC);
+	rh->nr_slots = htole32(PCINET_VIO_MAX_DEV);
+	__atomic_store_n(&rh->inst, htole32(inst | 1), __ATOMIC_RELEASE);
+	t->drv = (void *)(w + lay->vio[0].dev_off + PCINET_CACHELINE);
+	t->ddesc = (void *)(w + lay->vio[1].drv_off + PCINET_CACHELINE);
+	if (pthread_create(&fab.beat, NULL, fab_beat, NULL))
+		return -EIO;
+	fab_ring(0);
+	fab_ring(FAB_VIRTIO);
+	return 0;
+}
+
+/* Wait for dev_gen to be nonzero (or, with @gone, zero). */
+static uint32_t fab_wait_gen(struct rt *t, int gone, double secs)
+{
+	double deadline = tu_now() + secs;
+	uint32_t g;
+
+	do {
+		g = le32toh(__atomic_load_n(&t->ddesc->dev_gen, __ATOMIC_ACQUIRE));
+		if (gone ? !g : !!g)
+			return g;
+		usleep(10000);
+	} while (tu_now() < deadline);
+	return g;
+}
+
+/* One status write (V3), rung, and D's answer (V3'): the answer or -1. */
+static int64_t fab_status(struct rt *t, uint32_t status, uint64_t features)
+{
+	struct pollfd p = { .fd = fab.own_efd[FAB_VIRTIO], .events = POLLIN };
+	double deadline = tu_now() + 5;
+	uint64_t cnt;
+
+	t->drv->status = htole32(status);
+	t->drv->features = htole64(features);
+	__atomic_store_n(&t->drv->status_seq, htole32(++fab.seq), __ATOMIC_RELEASE);
+	fab_ring(FAB_VIRTIO);
+	while (tu_now() < deadline) {
+		if (le32toh(__atomic_load_n(&t->ddesc->status_seq,
+					    __ATOMIC_ACQUIRE)) == fab.seq &&
+		    le32toh(t->ddesc->drv_gen) == fab.drv_gen)
+			return le32toh(t->ddesc->status);
+		if (poll(&p, 1, 100) == 1 &&
+		    read(p.fd, &cnt, sizeof(cnt)) != sizeof(cnt))
+			break;
+	}
+	return -1;
+}
+
+/* Register the offered device and bring it to DRIVER_OK, as the transport does. */
+static int fab_probe(struct rt *t, uint32_t dev_gen, uint64_t features)
+{
+	int64_t a;
+
+	if (getrandom(&fab.drv_gen, sizeof(fab.drv_gen), 0) != sizeof(fab.drv_gen))
+		return -EIO;
+	fab.drv_gen |= 1;
+	t->drv->dev_gen = htole32(dev_gen);
+	t->drv->drv_gen = htole32(fab.drv_gen);
+	a = fab_status(t, 0, 0);
+	tu_result(a == 0, "device side answers the reset of a new registration: %lld",
+		  (long long)a);
+	a = fab_status(t, 1 | 2, 0);
+	if (a != 3)
+		return -EPROTO;
+	a = fab_status(t, 1 | 2 | 8, features | (1ull << 55));
+	tu_result(a == 3, "features with a bit never offered are refused: status %lld (no FEATURES_OK)",
+		  (long long)a);
+	a = fab_status(t, 0, 0);
+	a = a == 0 ? fab_status(t, 1 | 2, 0) : -1;
+	a = a == 3 ? fab_status(t, 1 | 2 | 8, features) : -1;
+	tu_result(a == 11, "after a reset, features 0x%llx: FEATURES_OK answered (status %lld)",
+		  (unsigned long long)features, (long long)a);
+	if (a != 11)
+		return -EPROTO;
+	memset(t->win.base + t->info.vq[0].avail_off, 0,
+	       PCINET_VRING_AVAIL_BYTES(t->num));
+	t->drv->vq[0].num = htole16((uint16_t)t->num);
+	t->drv->vq[0].ready = htole16(1);
+	a = fab_status(t, 1 | 2 | 8 | 4, features);
+	tu_result(a == 15, "DRIVER_OK answered (status %lld): the back end runs the device ring",
+		  (long long)a);
+	return a == 15 ? 0 : -EPROTO;
+}
+
 static void usage(const char *argv0)
 {
-	fprintf(stderr, "usage: %s -s SOCKET [-q QSIZE] [-e SECTORS] [-d DUMPFILE] [-n] [-N] [-K] [-b] [-t SECONDS] [-v]\n",
+	fprintf(stderr, "usage: %s {-s SOCKET | -S FABRIC [-W]} [-q QSIZE] [-e SECTORS] [-d DUMPFILE] [-n] [-N] [-K] [-b] [-t SECONDS] [-v]\n",
 		argv0);
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	const char *sock = NULL, *dump = NULL;
+	const char *sock = NULL, *dump = NULL, *fabric = NULL;
 	unsigned long long expect = 0;
 	int do_bench = 0, verbose = 0, no_ind = 0, no_evt = 0, c, err;
+	int wait_withdraw = 0;
+	uint32_t dev_gen = 0;
 	struct pcinet_vio_area dreg, ureg;
 	struct pcinet_vio_devdesc copy;
 	uint8_t cfg[VIRTIO_BLK_CONFIG_LEN];
@@ -543,9 +802,11 @@ int main(int argc, char **argv)
 	t.kick_fd = -1;
 	t.call_fd = -1;
 	t.num = 128;
-	while ((c = getopt(argc, argv, "s:q:e:d:nNKbt:v")) != -1) {
+	while ((c = getopt(argc, argv, "s:S:Wq:e:d:nNKbt:v")) != -1) {
 		switch (c) {
 		case 's': sock = optarg; break;
+		case 'S': fabric = optarg; break;
+		case 'W': wait_withdraw = 1; break;
 		case 'q': t.num = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'e': expect = strtoull(optarg, NULL, 0); break;
 		case 'd': dump = optarg; break;
@@ -558,9 +819,11 @@ int main(int argc, char **argv)
 		default: usage(argv[0]);
 		}
 	}
-	if (!sock || !pcinet_vio_num_ok(t.num) || t.num < 8)
+	if (!sock == !fabric || !pcinet_vio_num_ok(t.num) || t.num < 8)
 		usage(argv[0]);
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (fabric)
+		goto on_fabric;
 
 	/* The window, as pcinet-fabric would lay it out with -V 8M. */
 	err = tu_memfd(&t.win, WIN_SIZE);
@@ -634,6 +897,61 @@ int main(int argc, char **argv)
 		  why ? ": " : "", why ? why : "");
 	if (err)
 		goto out;
+	goto private_ring;
+
+on_fabric:
+	/* -S: the window and the device are pcinet-fabric's and side 0's */
+	err = fab_connect(&t, fabric);
+	tu_result(!err, "joined %s as side 1 (id %d), peer id %d, %u vectors%s%s",
+		  fabric, fab.own_id, fab.peer_id, fab.nvec, err ? ": " : "",
+		  err ? strerror(-err) : "");
+	if (err)
+		goto out;
+	w = t.win.base;
+	err = pcinet_layout_parse(w, t.win.size, &lay);
+	tu_result(!err && lay.has_vio, "the fabric's window has virtio regions (drv region of side 1 at %#llx)",
+		  (unsigned long long)lay.vio[1].drv_off);
+	if (err || !lay.has_vio)
+		goto out;
+	err = fab_board_start(&t, &lay);
+	if (err)
+		goto out;
+	dev_gen = fab_wait_gen(&t, 0, 10);
+	dreg = (struct pcinet_vio_area){ lay.vio[0].dev_off, lay.vio[0].dev_size };
+	ureg = (struct pcinet_vio_area){ lay.vio[1].drv_off, lay.vio[1].drv_size };
+	err = dev_gen ? pcinet_vio_desc_read(t.ddesc, &copy) : -ETIMEDOUT;
+	if (!err)
+		err = pcinet_vio_desc_check(&copy, &dreg, &ureg, NULL, 0, &t.info,
+					    &why);
+	tu_result(!err && t.info.device_id == VIRTIO_ID_BLOCK,
+		  "side 0 offers a device: dev_gen %#x, id %u, description checked%s%s",
+		  dev_gen, t.info.device_id, why ? ": " : "", why ? why : "");
+	if (err)
+		goto out;
+	dev_gen = t.info.dev_gen;
+	memcpy(&t.capacity, copy.config, 8);
+	t.capacity = le64toh(t.capacity);
+	memcpy(&seg_max, copy.config + 12, 4);
+	{
+		uint32_t size_max;
+
+		memcpy(&size_max, copy.config + 8, 4);
+		tu_result((!expect || t.capacity == expect) &&
+			  le32toh(size_max) >= 4096 && le32toh(seg_max) >= MAX_SEG + 2,
+			  "config: capacity %llu sectors, size_max %u, seg_max %u",
+			  (unsigned long long)t.capacity, le32toh(size_max),
+			  le32toh(seg_max));
+	}
+	t.num = t.info.vq[0].num_max < t.num ? t.info.vq[0].num_max : t.num;
+	want = t.info.features;
+	if (no_ind)
+		want &= ~(1ull << VIRTIO_RING_F_INDIRECT_DESC);
+	if (no_evt)
+		want &= ~(1ull << VIRTIO_RING_F_EVENT_IDX);
+	t.indirect = !!(want & (1ull << VIRTIO_RING_F_INDIRECT_DESC));
+	t.event_idx = !!(want & (1ull << VIRTIO_RING_F_EVENT_IDX));
+
+private_ring:
 
 	/* B: the private ring and the driver's buffers, in ordinary memory. */
 	t.pdesc = calloc(t.num, 16);
@@ -678,6 +996,14 @@ int main(int argc, char **argv)
 			   t.pused, w + t.info.vq[0].desc_off,
 			   w + t.info.vq[0].avail_off,
 			   w + t.info.vq[0].used_off, t.req);
+	if (fabric) {
+		/* kicks ring D's vector 3; the back end rings ours */
+		t.kick_fd = dup(fab.peer_efd[FAB_VIRTIO]);
+		t.call_fd = dup(fab.own_efd[FAB_VIRTIO]);
+		if (t.kick_fd < 0 || t.call_fd < 0 || fab_probe(&t, dev_gen, want))
+			goto out;
+		goto running;
+	}
 	t.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	t.call_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (t.kick_fd < 0 || t.call_fd < 0)
@@ -702,6 +1028,7 @@ int main(int argc, char **argv)
 	if (err)
 		goto out;
 
+running:
 	{
 		uint8_t st = 0;
 		uint32_t ulen = 0;
@@ -783,11 +1110,22 @@ int main(int argc, char **argv)
 		  (unsigned long long)t.vq.stats.pool_waits);
 	printf("# %lu kicks, %lu calls\n", t.kicks, t.calls);
 
-	base = 0xffffffffu;
-	err = vu_stop_vring(&t.dev, 0, &base);
-	tu_result(!err && base == t.vq.davail_idx,
-		  "GET_VRING_BASE: %u (device avail idx %u)", base,
-		  t.vq.davail_idx);
+	if (fabric) {
+		int64_t a = fab_status(&t, 0, 0);
+
+		tu_result(a == 0, "reset: status 0 answered (the back end's ring stopped)");
+		if (wait_withdraw) {
+			printf("# waiting for the device to be withdrawn\n");
+			tu_result(!fab_wait_gen(&t, 1, 10),
+				  "device withdrawn: dev_gen 0 in its slot");
+		}
+	} else {
+		base = 0xffffffffu;
+		err = vu_stop_vring(&t.dev, 0, &base);
+		tu_result(!err && base == t.vq.davail_idx,
+			  "GET_VRING_BASE: %u (device avail idx %u)", base,
+			  t.vq.davail_idx);
+	}
 	if (dump) {
 		char path[4096];
 
@@ -799,6 +1137,14 @@ int main(int argc, char **argv)
 			tu_result(0, "dump: %s", strerror(-err));
 	}
 out:
+	if (fab.out) {
+		fab.stop = 1;
+		pthread_join(fab.beat, NULL);
+		/* a stopped side: gen 0 */
+		__atomic_store_n(&fab.out->gen, 0, __ATOMIC_RELEASE);
+	}
+	if (fab.sock >= 0)
+		close(fab.sock);
 	vu_close(&t.dev);
 	if (t.kick_fd >= 0)
 		close(t.kick_fd);
