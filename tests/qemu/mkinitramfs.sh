@@ -19,8 +19,9 @@
 #       shared libraries as resolved by ldd, including the dynamic loader);
 #       iproute2's ip and tc replace busybox's in /sbin
 #   /lib/modules/boot/*.ko  modules loaded by /init at boot, in the order of
-#       /lib/modules/boot.order (dependencies first): virtio_net and its deps
-#       (unless built in), plus the in-kernel dependencies of the extra .ko
+#       /lib/modules/boot.order (dependencies first): virtio_net, virtio_blk
+#       and their deps (unless built in), plus the in-kernel dependencies of
+#       the extra .ko
 #   /lib/modules/extra/*.ko  the extra modules given on the command line;
 #       NOT loaded at boot - tests insmod/rmmod them themselves
 #   /etc: passwd, group, shadow (root, empty password, /bin/sh), hosts,
@@ -183,7 +184,10 @@ want_mod() {	# $1 = module name; silently OK if built in or an extra module
 	[ -n "${BYNAME[$n]:-}" ] || die "module $1 neither built in nor in $MODDIR"
 	add_mod "${BYNAME[$n]}"
 }
-for n in virtio_net virtio_pci; do want_mod "$n"; done
+# virtio_blk: the stock driver of pcinet's virtio channel (virtiofs is
+# built into Debian's 6.12 and the debug kernel; virtio_blk only into the
+# latter)
+for n in virtio_net virtio_pci virtio_blk; do want_mod "$n"; done
 if [ "$STORAGE" = 1 ]; then
 	# crc32c_generic: ext4's metadata checksums ask the crypto API for
 	# crc32c, which would load it on demand; the guests have no modprobe

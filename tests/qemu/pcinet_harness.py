@@ -294,7 +294,7 @@ def fabric_binary():
 class Fabric:
     """The ivshmem server a set of VMs attach to (one pcinet link)."""
 
-    def __init__(self, sockpath, size='16M', vectors=3, binary=None, log=None,
+    def __init__(self, sockpath, size='16M', vectors=4, binary=None, log=None,
                  control=False):
         self.sockpath = Path(sockpath)
         self.size = size
@@ -459,7 +459,7 @@ class VM:
             cmd += ['-nic', 'none']
         for i, fab in enumerate(self.fabrics):
             path = fab.sockpath if isinstance(fab, Fabric) else fab
-            vectors = fab.vectors if isinstance(fab, Fabric) else 3
+            vectors = fab.vectors if isinstance(fab, Fabric) else 4
             cmd += ['-chardev', f'socket,path={path},id=fab{i}',
                     '-device', f'ivshmem-doorbell,chardev=fab{i},vectors={vectors}']
         return cmd + self.extra_args
@@ -912,7 +912,8 @@ CONFIG = {
     'fabric': True,		# False: no link at all (same as links=[])
     'fabric_size': '16M',
     'fabric_control': False,	# True: fault injection, Fabric.fault()
-    'vectors': 3,
+    'vectors': 4,		# doorbells: link, net, tty, virtio (fewer: the
+				# driver rings the missing ones as vector 0)
     'fabric_binary': None,	# default: fabric_binary()
     'mem': 1024,
     'smp': 1,

@@ -97,6 +97,31 @@ def _(t):
              'more than one pcinet interface on a')
 
 
+def pcinet_vectors(vm):
+    """How many interrupt lines the driver requested (pcinet-<pci>-<v>)."""
+    return int(vm.run('grep -c " pcinet-0000:" /proc/interrupts || true'))
+
+
+@h.case('net-doorbell-vectors')
+def _(t):
+    """The driver takes all 4 doorbell vectors (link, net, tty, virtio)."""
+    link_up(t)
+    for vm in (t.a, t.b):
+        n = pcinet_vectors(vm)
+        h.expect(n == 4, f'{vm.name}: {n} pcinet vectors, expected 4')
+
+
+@h.case('net-3-vectors', topology=dict(vectors=3))
+def _(t):
+    """A device with 3 vectors: the driver takes 3, net works as with 4."""
+    link_up(t)
+    for vm in (t.a, t.b):
+        n = pcinet_vectors(vm)
+        h.expect(n == 3, f'{vm.name}: {n} pcinet vectors, expected 3')
+    tcp_transfer(t.a, t.b, IP['b'], 8)
+    tcp_transfer(t.b, t.a, IP['a'], 8)
+
+
 @h.case('net-ping')
 def _(t):
     """Ping works both ways."""

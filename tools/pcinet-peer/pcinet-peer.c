@@ -121,7 +121,7 @@ static struct {
 	const char *last_why;
 
 	/* front-ends */
-	struct chan ch[PCINET_NR_CHAN];
+	struct chan ch[PCINET_NR_RING_CHAN];
 	int tap;
 	char ifname[32];
 	bool carrier;
@@ -250,7 +250,7 @@ static void zero_indices(void)
 {
 	int c;
 
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
+	for (c = 0; c < PCINET_NR_RING_CHAN; c++) {
 		pcinet_tx_reset(&P.ch[c].tx);
 		pcinet_rx_reset(&P.ch[c].rx);
 		P.ch[c].need_space = false;
@@ -714,7 +714,7 @@ static void tick(void)
 	/* L1: pairs with L2 in the peer; ack_gen before peer_gen before gen */
 	pcinet_store_release(&P.out->peer_gen, cpu_to_le32(P.synced_gen));
 	pcinet_store_release(&P.out->gen, cpu_to_le32(P.gen));
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
+	for (c = 0; c < PCINET_NR_RING_CHAN; c++) {
 		struct chan *ch = &P.ch[c];
 
 		pcinet_tx_refresh(&ch->tx);
@@ -944,7 +944,7 @@ static void link_start(void)
 
 	P.in = (struct pcinet_ctrl *)(P.win + P.lay.ctrl_off[P.side]);
 	P.out = (struct pcinet_ctrl *)(P.win + P.lay.ctrl_off[P.peer]);
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
+	for (c = 0; c < PCINET_NR_RING_CHAN; c++) {
 		const struct pcinet_ring_loc *txl = &P.lay.ring[P.peer][c];
 		const struct pcinet_ring_loc *rxl = &P.lay.ring[P.side][c];
 
@@ -1057,7 +1057,7 @@ struct h_word {
 /* A word of our control block: the block-wide ones and each channel's. */
 static void h_ctrl_word(void)
 {
-	int c = h_rnd() % PCINET_NR_CHAN;
+	int c = h_rnd() % PCINET_NR_RING_CHAN;
 	struct pcinet_chan_ctrl *cc = &P.out->chan[c];
 	u32 tx_size = P.ch[c].tx.size, rx_size = P.ch[c].rx.size;
 	__le32 *name = (__le32 *)P.out->name;
@@ -1090,7 +1090,7 @@ static void h_ctrl_word(void)
  */
 static void h_ring(bool header)
 {
-	struct pcinet_tx *tx = &P.ch[h_rnd() % PCINET_NR_CHAN].tx;
+	struct pcinet_tx *tx = &P.ch[h_rnd() % PCINET_NR_RING_CHAN].tx;
 	u32 mask = tx->size - 1, off, len, i;
 	u32 used = tx->prod - tx->cons;
 

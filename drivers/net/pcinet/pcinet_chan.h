@@ -38,6 +38,15 @@ struct pcinet_channel;
  *	doorbell left behind (records not consumed, a stopped queue, a
  *	waiting writer) and write the ring words we own again (soft state);
  *	process context, under the link's lock, must not sleep
+ * @peer_gone: the peer instance we knew is gone: its heartbeat went
+ *	silent for peer_timeout_ms, its attach epoch changed or its control
+ *	block stopped being live; pcinet_chan_peer_alive() says when a peer
+ *	is back.  Not a link reset: a reset of the rings alone (a protocol
+ *	error, a handshake timeout) does not call it.  Optional; process
+ *	context, under the link's lock, must not sleep
+ * @while_down: call @kick and @tick whether or not the link is up: the
+ *	channel keeps no state tied to the link's generation (virtio, whose
+ *	liveness is the peer instance)
  */
 struct pcinet_chan_ops {
 	void (*kick)(void *priv);
@@ -45,11 +54,13 @@ struct pcinet_chan_ops {
 	void (*start)(void *priv);
 	void (*peer_changed)(void *priv);
 	void (*tick)(void *priv);
+	void (*peer_gone)(void *priv);
+	bool while_down;
 };
 
 /**
  * struct pcinet_frontend - a front-end, as the core lists it
- * @name: "net", "tty": names its channel in messages
+ * @name: "net", "tty", "virtio": names its channel in messages
  * @chan: the channel it drives
  * @init: module load, before any link exists; optional
  * @exit: module unload, after every link is gone; optional
@@ -68,9 +79,25 @@ struct pcinet_frontend {
 	void (*destroy)(void *fe);
 };
 
+/**
+ * struct pcinet_chan_vio - the virtio regions of a link's window
+ * @win: our mapping of the window (offset 0)
+ * @win_size: its usable size
+ * @side: our side of the window
+ * @vio: the virtio regions of side 0 and side 1, checked by
+ *	pcinet_layout_parse()
+ */
+struct pcinet_chan_vio {
+	u8 *win;
+	u64 win_size;
+	unsigned int side;
+	struct pcinet_vio_regions vio[2];
+};
+
 /* The front-ends, listed in the core's table (pcinet_core.c). */
 extern const struct pcinet_frontend pcinet_net_frontend;
 extern const struct pcinet_frontend pcinet_tty_frontend;
+extern const struct pcinet_frontend pcinet_vio_frontend;
 
 int pcinet_chan_index(const struct pcinet_channel *ch);
 struct device *pcinet_chan_dev(const struct pcinet_channel *ch);
@@ -85,6 +112,9 @@ void pcinet_chan_set_open(struct pcinet_channel *ch, bool open);
 bool pcinet_chan_link_up(const struct pcinet_channel *ch);
 bool pcinet_chan_own_open(const struct pcinet_channel *ch);
 bool pcinet_chan_peer_open(const struct pcinet_channel *ch);
+bool pcinet_chan_peer_alive(const struct pcinet_channel *ch);
+u32 pcinet_chan_peer_features(const struct pcinet_channel *ch);
+int pcinet_chan_vio(const struct pcinet_channel *ch, struct pcinet_chan_vio *v);
 void pcinet_chan_peer_ident(const struct pcinet_channel *ch,
 			    struct pcinet_ident *id);
 

@@ -15,9 +15,12 @@
 #define _PCINET_COMPAT_H
 
 #include <linux/compiler.h>
+#include <linux/slab.h>
 #include <linux/tty.h>
 #include <linux/tty_driver.h>
 #include <linux/tty_port.h>
+#include <linux/version.h>
+#include <linux/virtio_config.h>
 
 /*
  * Before 6.2 tty_port_operations.carrier_raised() returned int and
@@ -64,5 +67,95 @@ static int write##_int(struct tty_struct *tty, const u8 *buf, int count) \
 	__builtin_choose_expr(PCINET_COMPAT_PORT_OPS_INT, fn##_int, fn)
 #define pcinet_compat_write(fn)						\
 	__builtin_choose_expr(PCINET_COMPAT_WRITE_INT, fn##_int, fn)
+
+/**
+ * struct pcinet_compat_vq - one queue virtio_config_ops.find_vqs() asks for
+ * @name: its name; NULL: the driver does not use this queue
+ * @callback: called when buffers were used; may be NULL
+ * @ctx: keep a context per buffer
+ */
+struct pcinet_compat_vq {
+	const char *name;
+	void (*callback)(struct virtqueue *vq);
+	bool ctx;
+};
+
+/*
+ * virtio_config_ops.find_vqs(): 6.11 passes struct virtqueue_info[],
+ * before it three arrays (callbacks, names, ctx).  The type of the new
+ * one does not exist on 6.1, so a wrapper that reads it cannot be
+ * compiled there: unlike the tty shims, the variant is chosen by version,
+ * and the ops table checks with __same_type() that the member has the
+ * type chosen (PCINET_COMPAT_FIND_VQS_TYPE), so a backport fails the
+ * build instead of calling the wrong wrapper.
+ */
+#define PCINET_COMPAT_VQ_INFO						\
+	(LINUX_VERSION_MAJOR > 6 ||					\
+	 (LINUX_VERSION_MAJOR == 6 && LINUX_VERSION_PATCHLEVEL >= 11))
+
+#if PCINET_COMPAT_VQ_INFO
+/**
+ * DEFINE_PCINET_COMPAT_FIND_VQS - find_vqs() of this kernel's type
+ * @fn: int fn(struct virtio_device *vdev, unsigned int nvqs,
+ *	struct virtqueue *vqs[], const struct pcinet_compat_vq *req)
+ *
+ * Defines @fn##_compat, which turns the kernel's arguments into
+ * struct pcinet_compat_vq and calls @fn.
+ */
+#define DEFINE_PCINET_COMPAT_FIND_VQS(fn)				\
+static int fn##_compat(struct virtio_device *vdev, unsigned int nvqs,	\
+		       struct virtqueue *vqs[],				\
+		       struct virtqueue_info vqs_info[],		\
+		       struct irq_affinity *desc)			\
+{									\
+	struct pcinet_compat_vq *req;					\
+	unsigned int i;							\
+	int err;							\
+									\
+	req = kcalloc(nvqs, sizeof(*req), GFP_KERNEL);			\
+	if (!req)							\
+		return -ENOMEM;						\
+	for (i = 0; i < nvqs; i++) {					\
+		req[i].name = vqs_info[i].name;				\
+		req[i].callback = vqs_info[i].callback;			\
+		req[i].ctx = vqs_info[i].ctx;				\
+	}								\
+	err = fn(vdev, nvqs, vqs, req);					\
+	kfree(req);							\
+	return err;							\
+}
+
+#define PCINET_COMPAT_FIND_VQS_TYPE					\
+	int (*)(struct virtio_device *, unsigned int, struct virtqueue *[], \
+		struct virtqueue_info[], struct irq_affinity *)
+#else
+#define DEFINE_PCINET_COMPAT_FIND_VQS(fn)				\
+static int fn##_compat(struct virtio_device *vdev, unsigned int nvqs,	\
+		       struct virtqueue *vqs[], vq_callback_t *callbacks[], \
+		       const char * const names[], const bool *ctx,	\
+		       struct irq_affinity *desc)			\
+{									\
+	struct pcinet_compat_vq *req;					\
+	unsigned int i;							\
+	int err;							\
+									\
+	req = kcalloc(nvqs, sizeof(*req), GFP_KERNEL);			\
+	if (!req)							\
+		return -ENOMEM;						\
+	for (i = 0; i < nvqs; i++) {					\
+		req[i].name = names[i];					\
+		req[i].callback = callbacks[i];				\
+		req[i].ctx = ctx ? ctx[i] : false;			\
+	}								\
+	err = fn(vdev, nvqs, vqs, req);					\
+	kfree(req);							\
+	return err;							\
+}
+
+#define PCINET_COMPAT_FIND_VQS_TYPE					\
+	int (*)(struct virtio_device *, unsigned int, struct virtqueue *[], \
+		vq_callback_t *[], const char * const [], const bool *,	\
+		struct irq_affinity *)
+#endif
 
 #endif /* _PCINET_COMPAT_H */

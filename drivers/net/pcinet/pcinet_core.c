@@ -22,6 +22,7 @@
 const struct pcinet_frontend *const pcinet_frontends[PCINET_NR_CHAN] = {
 	[PCINET_CHAN_NET] = &pcinet_net_frontend,
 	[PCINET_CHAN_TTY] = &pcinet_tty_frontend,
+	[PCINET_CHAN_VIRTIO] = &pcinet_vio_frontend,
 };
 
 /* Module-wide teardown of the first @n front-ends, in reverse. */

@@ -209,6 +209,11 @@ static int pcinet_ivshmem_probe(struct pci_dev *pdev,
 	pos = readl(iv->regs + IVSHMEM_IV_POSITION) & 1;
 	iv->peer = !pos;
 
+	/*
+	 * One vector per doorbell (link, net, tty, virtio); a device with
+	 * fewer (QEMU's vectors=3) gets the rest rung as vector 0 by both
+	 * sides (pcinet_vector_in_use()).
+	 */
 	err = pci_alloc_irq_vectors(pdev, 1, PCINET_NR_VEC, PCI_IRQ_MSIX);
 	if (err < 0) {
 		dev_err(&pdev->dev, "no MSI-X vectors: %d\n", err);

@@ -68,12 +68,22 @@
 #define PCINET_CTRL_SIZE	4096
 #define PCINET_CACHELINE	64
 
-/* Channels carried by a link.  Each has one ring per direction. */
+/*
+ * Channels carried by a link.  The first PCINET_NR_RING_CHAN (net, tty)
+ * have one byte ring per direction in the data inboxes; the virtio channel
+ * has none (its rings live in the virtio regions, see "The virtio
+ * channel" below), and the word pair of its struct pcinet_chan_ctrl stays
+ * zero.
+ */
 enum pcinet_chan {
 	PCINET_CHAN_NET = 0,
 	PCINET_CHAN_TTY = 1,
+	PCINET_CHAN_VIRTIO = 2,
 	PCINET_NR_CHAN
 };
+
+/* Channels with a byte ring in each data inbox: net and tty. */
+#define PCINET_NR_RING_CHAN	2
 
 /*
  * Timing a peer must respect.
@@ -104,15 +114,21 @@ enum pcinet_chan {
  * Doorbell vectors.  Vector 0 (LINK) says "the control words changed"
  * (generation, acknowledgment, chan_open); channel c rings vector
  * pcinet_chan_vector(c) = 1 + c when its ring moved (see @event and
- * @need_space).  A side uses min(its doorbell count, the header's
- * @nr_vectors) vectors: a vector at or above that is rung as vector 0,
- * and with fewer than PCINET_NR_VEC vectors a side treats any doorbell
- * as all of them (link and every channel).
+ * @need_space; the virtio channel: a driver state, a device ring or a
+ * device description moved).  A side uses min(its doorbell count, the
+ * header's @nr_vectors) vectors.  The rule, both ways: a vector at or
+ * above the vectors in use is rung as vector 0, and vector 0 means the
+ * link and every channel whose vector is not in use
+ * (pcinet_vector_in_use()).  With 3 vectors (net 1, tty 2, virtio on 0)
+ * that agrees with a peer from before the virtio channel, whose rule was
+ * "with fewer than PCINET_NR_VEC vectors any doorbell means all of them":
+ * each side then wakes for at least what the other meant.
  */
 enum pcinet_vector {
 	PCINET_VEC_LINK = 0,	/* link state changed */
 	PCINET_VEC_NET = 1,	/* net ring progress */
 	PCINET_VEC_TTY = 2,	/* tty ring progress */
+	PCINET_VEC_VIRTIO = 3,	/* virtio channel progress */
 	PCINET_NR_VEC
 };
 
@@ -121,7 +137,9 @@ enum pcinet_vector {
 
 static_assert(PCINET_CHAN_VECTOR(PCINET_CHAN_NET) == PCINET_VEC_NET);
 static_assert(PCINET_CHAN_VECTOR(PCINET_CHAN_TTY) == PCINET_VEC_TTY);
+static_assert(PCINET_CHAN_VECTOR(PCINET_CHAN_VIRTIO) == PCINET_VEC_VIRTIO);
 static_assert(PCINET_CHAN_VECTOR(PCINET_NR_CHAN) == PCINET_NR_VEC);
+static_assert(PCINET_NR_RING_CHAN == PCINET_CHAN_VIRTIO);
 
 /**
  * pcinet_chan_vector - the doorbell vector of a channel
@@ -134,26 +152,31 @@ static inline unsigned int pcinet_chan_vector(enum pcinet_chan chan)
 	return PCINET_CHAN_VECTOR(chan);
 }
 
+/**
+ * pcinet_vector_in_use - the vector a doorbell is really rung on
+ * @vector: a vector (PCINET_VEC_*, pcinet_chan_vector())
+ * @nr_vectors: the vectors in use: min(own doorbell count, the header's
+ *	@nr_vectors)
+ *
+ * Return: @vector if it is in use, else 0 (PCINET_VEC_LINK).  A side
+ * rings this for @vector, and on a doorbell on vector v serves the link
+ * (v 0) and every channel c with pcinet_vector_in_use(c's vector) == v.
+ */
+static inline unsigned int pcinet_vector_in_use(unsigned int vector,
+						unsigned int nr_vectors)
+{
+	return vector < nr_vectors ? vector : PCINET_VEC_LINK;
+}
+
 /*
  * The virtio channel (docs/design.md, "Virtio channel"): channel 2,
  * doorbell vector PCINET_CHAN_VECTOR(2) = 3, shared by every virtqueue of
- * every virtio device of the link in each direction.  It is defined here
- * ahead of the driver: PCINET_NR_CHAN and PCINET_NR_VEC do not count it
- * yet, so the link and the backends behave exactly as before.  The
- * channel uses no byte ring and no word of its struct pcinet_chan_ctrl
- * (both stay zero): its signalling lives in the virtio regions.
- *
- * Once it is wired in, the vector rule becomes: a vector at or above the
- * vectors in use is rung as vector 0, and vector 0 means the link and
- * every channel whose vector is not in use.  With 3 vectors (net 1, tty
- * 2, virtio on 0) that agrees with a peer following the current rule.
+ * every virtio device of the link in each direction.  The channel uses no
+ * byte ring and no word of its struct pcinet_chan_ctrl (both stay zero):
+ * its signalling lives in the virtio regions.  With fewer than 4 vectors
+ * it is rung as vector 0 (pcinet_vector_in_use()).
  */
-#define PCINET_CHAN_VIRTIO	2
-#define PCINET_VEC_VIRTIO	PCINET_CHAN_VECTOR(PCINET_CHAN_VIRTIO)
-
-static_assert(PCINET_CHAN_VIRTIO == PCINET_NR_CHAN);
 static_assert(PCINET_CHAN_VIRTIO < PCINET_MAX_CHAN);
-static_assert(PCINET_VEC_VIRTIO == PCINET_NR_VEC);
 
 /*
  * Feature bits, in struct pcinet_ctrl @features.  A side writes the bits
@@ -168,8 +191,9 @@ static_assert(PCINET_VEC_VIRTIO == PCINET_NR_VEC);
  * pcinet_win_vio and what it points to; docs/design.md, "Virtio
  * channel").  A side touches the peer's virtio regions only while the
  * peer sets this bit, so an old peer sees no virtio channel, and a new
- * side never mistakes an old peer's silence for a device.  (Defined
- * ahead of the channel: no driver sets it yet.)
+ * side never mistakes an old peer's silence for a device.  A side sets it
+ * only while the window has a valid virtio block (pcinet_layout_parse()
+ * @has_vio) and its virtio channel runs.
  */
 #define PCINET_F_TTY_CRC	0x00000001
 #define PCINET_F_VIRTIO		0x00000002
@@ -905,13 +929,13 @@ struct pcinet_ring_loc {
  * pcinet_layout_ring - place channel @chan's ring inside a data inbox
  * @data_off: offset of the data inbox in the window
  * @data_size: size of the data inbox
- * @chan: the channel
+ * @chan: the channel, one of the first PCINET_NR_RING_CHAN
  * @loc: filled in
  *
  * Both sides and the platform derive ring placement from the inbox
  * placement with this one function, so they cannot disagree.
  *
- * Return: 0, or -1 if the inbox is too small.
+ * Return: 0, or -1 if the inbox is too small or @chan has no byte ring.
  */
 static inline int pcinet_layout_ring(__u64 data_off, __u64 data_size,
 				     enum pcinet_chan chan,
@@ -920,7 +944,8 @@ static inline int pcinet_layout_ring(__u64 data_off, __u64 data_size,
 	__u64 net_room;
 	__u32 net_size;
 
-	if (data_size < PCINET_TTY_RING_SIZE + PCINET_NET_RING_MIN)
+	if (data_size < PCINET_TTY_RING_SIZE + PCINET_NET_RING_MIN ||
+	    (unsigned int)chan >= PCINET_NR_RING_CHAN)
 		return -1;
 	if (chan == PCINET_CHAN_TTY) {
 		loc->off = data_off;

@@ -84,7 +84,11 @@ MODULE_PARM_DESC(slot, "Slot number published to the peers (default 0: unknown)"
 #define PCINET_TICK	msecs_to_jiffies(PCINET_TICK_MS)
 static_assert(PCINET_HEARTBEAT_MS == PCINET_TICK_MS);
 
-/* What we publish in @features: the tty records always carry a CRC. */
+/*
+ * What we publish in @features: the tty records always carry a CRC;
+ * PCINET_F_VIRTIO is added while the window has a valid virtio block and
+ * the virtio channel has a front-end (pcinet_link_features()).
+ */
 #define PCINET_LINK_FEATURES	PCINET_F_TTY_CRC
 
 /* Numbers links for their interface and tty names; nothing else global. */
@@ -97,8 +101,8 @@ static DEFINE_IDA(pcinet_link_ida);
  * @ops: the attached front-end's callbacks; under the link's @lock
  * @priv: passed back to @ops
  * @fe: what the front-end's create returned, for its destroy
- * @tx: the ring we send on
- * @rx: the ring we receive from
+ * @tx: the ring we send on (channels with a byte ring only)
+ * @rx: the ring we receive from (likewise)
  */
 struct pcinet_channel {
 	struct pcinet_link *link;
@@ -119,6 +123,8 @@ struct pcinet_channel {
  * @side: our side of the window
  * @peer: the other side
  * @nr_vectors: doorbell vectors usable in both directions
+ * @win: the window
+ * @win_size: its usable size
  * @hdr: the window header (platform-written)
  * @in: our control inbox (the peer writes it)
  * @out: the peer's control inbox (we write it)
@@ -139,6 +145,11 @@ struct pcinet_channel {
  * @peer_hb: the peer's heartbeat as last seen; timer only
  * @peer_hb_time: jiffies when @peer_hb last changed
  * @peer_epoch: the platform's attach epoch of the peer as last seen
+ * @peer_alive: the peer's control block is live and its heartbeat runs;
+ *	written under @lock, read locklessly by pcinet_chan_peer_alive()
+ * @peer_features: the peer's @features while @peer_alive, else 0; likewise
+ * @has_vio: the window's virtio block passed pcinet_layout_parse()
+ * @vio: with @has_vio, the virtio regions of side 0 and side 1
  * @fault: set by a front-end that saw a protocol error
  * @fault_what: what it saw, for the message
  * @fault_chan: where
@@ -159,6 +170,8 @@ struct pcinet_link {
 	unsigned int side;
 	unsigned int peer;
 	unsigned int nr_vectors;
+	u8 *win;
+	u64 win_size;
 	const struct pcinet_win_hdr *hdr;
 	const struct pcinet_ctrl *in;
 	struct pcinet_ctrl *out;
@@ -181,6 +194,10 @@ struct pcinet_link {
 	u32 peer_hb;
 	unsigned long peer_hb_time;
 	u32 peer_epoch;
+	bool peer_alive;
+	u32 peer_features;
+	bool has_vio;
+	struct pcinet_vio_regions vio[2];
 	atomic_t fault;
 	const char *fault_what;
 	enum pcinet_chan fault_chan;
@@ -211,9 +228,18 @@ static u32 pcinet_peer_epoch(const struct pcinet_link *link)
 
 static void pcinet_notify(struct pcinet_link *link, unsigned int vector)
 {
-	if (vector >= link->nr_vectors)
-		vector = 0;
-	link->ops->notify(link->bdata, vector);
+	link->ops->notify(link->bdata,
+			  pcinet_vector_in_use(vector, link->nr_vectors));
+}
+
+/* What we publish in @features now. */
+static u32 pcinet_link_features(const struct pcinet_link *link)
+{
+	u32 f = PCINET_LINK_FEATURES;
+
+	if (link->has_vio && link->chan[PCINET_CHAN_VIRTIO].ops)
+		f |= PCINET_F_VIRTIO;
+	return f;
 }
 
 /* Stop the front-ends; the rings may be reset afterwards. */
@@ -244,7 +270,7 @@ static void pcinet_link_refresh(struct pcinet_link *link)
 
 	lockdep_assert_held(&link->lock);
 	WRITE_ONCE(out->magic, cpu_to_le32(PCINET_CTRL_MAGIC));
-	WRITE_ONCE(out->features, cpu_to_le32(PCINET_LINK_FEATURES));
+	WRITE_ONCE(out->features, cpu_to_le32(pcinet_link_features(link)));
 	/* L1 (below): our identity is visible before our gen */
 	pcinet_ident_write(out, &link->own_id);
 	WRITE_ONCE(out->ack_gen,
@@ -261,7 +287,7 @@ static void pcinet_link_reset_rings(struct pcinet_link *link)
 {
 	int c;
 
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
+	for (c = 0; c < PCINET_NR_RING_CHAN; c++) {
 		pcinet_tx_reset(&link->chan[c].tx);
 		pcinet_rx_reset(&link->chan[c].rx);
 	}
@@ -292,13 +318,42 @@ static bool pcinet_peer_silent(const struct pcinet_link *link)
 	return time_after(jiffies, last + msecs_to_jiffies(peer_timeout_ms));
 }
 
+/* The tick of every channel that runs now: all while up, else some. */
 static void pcinet_link_tick_chans(struct pcinet_link *link)
+{
+	const struct pcinet_chan_ops *ops;
+	int c;
+
+	for (c = 0; c < PCINET_NR_CHAN; c++) {
+		ops = link->chan[c].ops;
+		if (ops && ops->tick && (link->up || ops->while_down))
+			ops->tick(link->chan[c].priv);
+	}
+}
+
+/*
+ * Follow the peer instance: @alive, its block is live and its heartbeat
+ * runs; @detached, the platform says it went away since the last look.
+ * A peer that was alive and is not, or detached (even if a new one is
+ * already there), is gone: tell the channels that care.
+ */
+static void pcinet_link_follow_peer(struct pcinet_link *link, bool alive,
+				    bool detached)
 {
 	int c;
 
-	for (c = 0; c < PCINET_NR_CHAN; c++)
-		if (link->chan[c].ops && link->chan[c].ops->tick)
-			link->chan[c].ops->tick(link->chan[c].priv);
+	lockdep_assert_held(&link->lock);
+	if (link->peer_alive && (!alive || detached)) {
+		WRITE_ONCE(link->peer_alive, false);
+		WRITE_ONCE(link->peer_features, 0);
+		for (c = 0; c < PCINET_NR_CHAN; c++)
+			if (link->chan[c].ops && link->chan[c].ops->peer_gone)
+				link->chan[c].ops->peer_gone(link->chan[c].priv);
+	}
+	/* L2 (the caller's): the peer's features are read after its gen */
+	WRITE_ONCE(link->peer_features,
+		   alive ? pcinet_in(&link->in->features) : 0);
+	WRITE_ONCE(link->peer_alive, alive);
 }
 
 /*
@@ -346,7 +401,7 @@ static void pcinet_link_work(struct work_struct *work)
 	struct pcinet_link *link = container_of(work, struct pcinet_link, work);
 	struct pcinet_hs_view v;
 	u32 gen, epoch, open, changed;
-	bool alive, new_id = false;
+	bool alive, detached = false, new_id = false;
 	enum pcinet_hs act;
 	const char *why;
 	int c;
@@ -358,6 +413,7 @@ static void pcinet_link_work(struct work_struct *work)
 	epoch = pcinet_peer_epoch(link);
 	if (epoch != link->peer_epoch) {
 		link->peer_epoch = epoch;
+		detached = true;
 		if (link->synced_gen)
 			pcinet_link_reset(link, "peer detached");
 	}
@@ -385,6 +441,8 @@ static void pcinet_link_work(struct work_struct *work)
 	v.their_gen = gen;
 	v.their_magic = pcinet_in(&link->in->magic);
 	alive = pcinet_ctrl_live(v.their_magic, gen);
+	pcinet_link_follow_peer(link, alive && !pcinet_peer_silent(link),
+				detached);
 	if (alive && pcinet_link_read_peer_id(link, gen)) {
 		new_id = true;
 		dev_info_ratelimited(link->dev,
@@ -425,8 +483,8 @@ static void pcinet_link_work(struct work_struct *work)
 		for (c = 0; c < PCINET_NR_CHAN; c++)
 			if ((changed & BIT(c)) && link->chan[c].ops)
 				link->chan[c].ops->peer_changed(link->chan[c].priv);
-		pcinet_link_tick_chans(link);
 	}
+	pcinet_link_tick_chans(link);
 	/*
 	 * Down while the peer runs: a handshake takes a few doorbells, so a
 	 * side still down after peer_timeout_ms is wedged (its view of the
@@ -553,6 +611,8 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 	link->side = cfg->side;
 	link->peer = !cfg->side;
 	link->nr_vectors = min(cfg->nr_vectors, lay.nr_vectors);
+	link->win = win;
+	link->win_size = lay.win_size;
 	link->hdr = cfg->win;
 	link->in = (const struct pcinet_ctrl *)(win + lay.ctrl_off[link->side]);
 	link->out = (struct pcinet_ctrl *)(win + lay.ctrl_off[link->peer]);
@@ -564,12 +624,16 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 	timer_setup(&link->timer, pcinet_link_timer, 0);
 	atomic_set(&link->fault, 0);
 
+	link->has_vio = lay.has_vio;
+	memcpy(link->vio, lay.vio, sizeof(link->vio));
 	for (c = 0; c < PCINET_NR_CHAN; c++) {
+		link->chan[c].link = link;
+		link->chan[c].chan = c;
+	}
+	for (c = 0; c < PCINET_NR_RING_CHAN; c++) {
 		struct pcinet_ring_loc *rl = &lay.ring[link->side][c];
 		struct pcinet_ring_loc *tl = &lay.ring[link->peer][c];
 
-		link->chan[c].link = link;
-		link->chan[c].chan = c;
 		pcinet_rx_init(&link->chan[c].rx, win + rl->off, rl->size,
 			       &link->out->chan[c], &link->in->chan[c]);
 		pcinet_tx_init(&link->chan[c].tx, win + tl->off, tl->size,
@@ -691,18 +755,22 @@ void pcinet_link_destroy(struct pcinet_link *link)
  */
 void pcinet_link_doorbell(struct pcinet_link *link, unsigned int vector)
 {
+	const struct pcinet_chan_ops *ops;
 	struct pcinet_channel *s;
 	int c;
 
-	if (vector == PCINET_VEC_LINK || link->nr_vectors < PCINET_NR_VEC)
+	/* The vector rule of pcinet_layout.h: 0 also serves unused vectors. */
+	vector = pcinet_vector_in_use(vector, link->nr_vectors);
+	if (vector == PCINET_VEC_LINK)
 		schedule_work(&link->work);
 	for (c = 0; c < PCINET_NR_CHAN; c++) {
 		s = &link->chan[c];
-		if (vector != pcinet_chan_vector(c) &&
-		    link->nr_vectors >= PCINET_NR_VEC)
+		if (vector != pcinet_vector_in_use(pcinet_chan_vector(c),
+						   link->nr_vectors))
 			continue;
-		if (READ_ONCE(link->up) && s->ops)
-			s->ops->kick(s->priv);
+		ops = READ_ONCE(s->ops);
+		if (ops && (READ_ONCE(link->up) || ops->while_down))
+			ops->kick(s->priv);
 	}
 }
 
@@ -902,6 +970,58 @@ bool pcinet_chan_peer_open(const struct pcinet_channel *ch)
 
 	return READ_ONCE(link->up) &&
 	       (pcinet_in(&link->in->chan_open) & BIT(ch->chan));
+}
+
+/**
+ * pcinet_chan_peer_alive - does the peer instance we know still run?
+ * @ch: the channel
+ *
+ * Unlike pcinet_chan_link_up(), a reset of the rings does not change it:
+ * it turns false when the peer's heartbeat goes silent, the platform says
+ * the peer detached, or the peer's control block stops being live (the
+ * moments the channel's @peer_gone is called), and true again when a
+ * peer's block is live with its heartbeat running.
+ *
+ * Return: a snapshot, as of the link's last run.
+ */
+bool pcinet_chan_peer_alive(const struct pcinet_channel *ch)
+{
+	return READ_ONCE(ch->link->peer_alive);
+}
+
+/**
+ * pcinet_chan_vio - the virtio regions of a channel's window
+ * @ch: the channel
+ * @v: filled in when the window has them
+ *
+ * For the virtio channel, whose rings live in these regions rather than
+ * in a data inbox.  Fixed for the life of the link.
+ *
+ * Return: 0, or -ENODEV if the window has no valid virtio block.
+ */
+int pcinet_chan_vio(const struct pcinet_channel *ch, struct pcinet_chan_vio *v)
+{
+	const struct pcinet_link *link = ch->link;
+
+	if (!link->has_vio)
+		return -ENODEV;
+	v->win = link->win;
+	v->win_size = link->win_size;
+	v->side = link->side;
+	memcpy(v->vio, link->vio, sizeof(v->vio));
+	return 0;
+}
+
+/**
+ * pcinet_chan_peer_features - the peer's PCINET_F_* bits
+ * @ch: the channel
+ *
+ * Return: what the peer publishes in @features, as of the link's last
+ * run; 0 while it is not alive (pcinet_chan_peer_alive()).
+ */
+u32 pcinet_chan_peer_features(const struct pcinet_channel *ch)
+{
+	return READ_ONCE(ch->link->peer_features);
 }
 
 /**

@@ -125,7 +125,7 @@ int pcinet_layout_parse(const void *win, u64 size, struct pcinet_layout *lay)
 		    doff > lay->win_size || dsize > lay->win_size - doff)
 			return -PCINET_EPROTO;
 		lay->ctrl_off[i] = coff;
-		for (c = 0; c < PCINET_NR_CHAN; c++)
+		for (c = 0; c < PCINET_NR_RING_CHAN; c++)
 			if (pcinet_layout_ring(doff, dsize, c, &lay->ring[i][c]))
 				return -PCINET_EPROTO;
 		start[1 + 2 * i] = coff;

@@ -155,7 +155,7 @@ struct pcinet_vio_regions {
  * @win_size: usable window size
  * @nr_vectors: doorbell vectors per side
  * @ctrl_off: offset of the control inbox of side 0 and side 1
- * @ring: rings in the data inbox of each side, per channel
+ * @ring: rings in the data inbox of each side, per channel with a ring
  * @has_vio: the window's virtio block (struct pcinet_win_vio) passed
  *	every check; false for a window without one, or with a bad one
  *	(the window is then used without virtio)
@@ -166,7 +166,7 @@ struct pcinet_layout {
 	u64 win_size;
 	u32 nr_vectors;
 	u64 ctrl_off[2];
-	struct pcinet_ring_loc ring[2][PCINET_NR_CHAN];
+	struct pcinet_ring_loc ring[2][PCINET_NR_RING_CHAN];
 	bool has_vio;
 	struct pcinet_vio_regions vio[2];
 };

@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 	n = atol(argv[2]);
 	srandom(time(NULL));
 	for (i = 0; i < n; i++) {
-		int c = random() % PCINET_NR_CHAN;
+		int c = random() % PCINET_NR_RING_CHAN;
 		struct pcinet_ring_loc *rl = &lay.ring[other][c];
 
 		switch (random() % 6) {

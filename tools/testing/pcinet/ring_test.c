@@ -1860,7 +1860,7 @@ static int t_layout_vio(struct fx *f __maybe_unused,
 					goto fail;
 		/* the rings an old side places stay inside its data inboxes */
 		for (j = 0; j < 2; j++)
-			for (k = 0; k < PCINET_NR_CHAN; k++)
+			for (k = 0; k < PCINET_NR_RING_CHAN; k++)
 				if (lay.ring[j][k].off + lay.ring[j][k].size >
 				    start[3 + j] + len[3 + j])
 					goto fail;
@@ -2032,6 +2032,21 @@ static int t_rules(struct fx *f __maybe_unused,
 {
 	CHECK(pcinet_chan_vector(PCINET_CHAN_NET) == PCINET_VEC_NET, "");
 	CHECK(pcinet_chan_vector(PCINET_CHAN_TTY) == PCINET_VEC_TTY, "");
+	CHECK(pcinet_chan_vector(PCINET_CHAN_VIRTIO) == PCINET_VEC_VIRTIO, "");
+	/* a vector not in use is rung (and served) as vector 0 */
+	CHECK(pcinet_vector_in_use(PCINET_VEC_VIRTIO, 4) == PCINET_VEC_VIRTIO, "");
+	CHECK(pcinet_vector_in_use(PCINET_VEC_VIRTIO, 3) == PCINET_VEC_LINK, "");
+	CHECK(pcinet_vector_in_use(PCINET_VEC_TTY, 3) == PCINET_VEC_TTY, "");
+	CHECK(pcinet_vector_in_use(PCINET_VEC_TTY, 2) == PCINET_VEC_LINK, "");
+	CHECK(pcinet_vector_in_use(PCINET_VEC_NET, 1) == PCINET_VEC_LINK, "");
+	CHECK(pcinet_vector_in_use(PCINET_VEC_LINK, 1) == PCINET_VEC_LINK, "");
+	{
+		struct pcinet_ring_loc loc;
+
+		/* the virtio channel has no byte ring in a data inbox */
+		CHECK(pcinet_layout_ring(0x10000, 8 << 20, PCINET_CHAN_VIRTIO,
+					 &loc) == -1, "");
+	}
 	CHECK(PCINET_PEER_TIMEOUT_MS > 2 * PCINET_HEARTBEAT_MS, "");
 	/* need_event: is event in [old, new), modulo 2^32? */
 	CHECK(pcinet_need_event(10, 11, 10), "");
@@ -2722,13 +2737,13 @@ struct st_stats {
  * @stats: per side and channel
  */
 struct st_shm {
-	u32 doorbell[2][PCINET_NR_CHAN][NR_DB];
+	u32 doorbell[2][PCINET_NR_RING_CHAN][NR_DB];
 	u64 map_addr[2];
-	u32 tx_done[2][PCINET_NR_CHAN];
-	u64 tx_total[2][PCINET_NR_CHAN];
+	u32 tx_done[2][PCINET_NR_RING_CHAN];
+	u64 tx_total[2][PCINET_NR_RING_CHAN];
 	u32 failed[2];
 	char err[2][256];
-	struct st_stats stats[2][PCINET_NR_CHAN];
+	struct st_stats stats[2][PCINET_NR_RING_CHAN];
 };
 
 static_assert(ST_SHM + sizeof(struct st_shm) <= ST_DATA0, "st_shm too big");
@@ -2762,10 +2777,10 @@ struct st_side {
 	int child_status;
 	u8 *win;
 	struct st_shm *shm;
-	struct pcinet_tx tx[PCINET_NR_CHAN];
-	struct pcinet_rx rx[PCINET_NR_CHAN];
-	struct st_tx_ep etx[PCINET_NR_CHAN];
-	struct st_rx_ep erx[PCINET_NR_CHAN];
+	struct pcinet_tx tx[PCINET_NR_RING_CHAN];
+	struct pcinet_rx rx[PCINET_NR_RING_CHAN];
+	struct st_tx_ep etx[PCINET_NR_RING_CHAN];
+	struct st_rx_ep erx[PCINET_NR_RING_CHAN];
 	struct st_stats *st;
 	double deadline;
 	u64 rs;
@@ -3245,7 +3260,7 @@ static int st_finished(struct st_side *sd)
 {
 	int c;
 
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
+	for (c = 0; c < PCINET_NR_RING_CHAN; c++) {
 		u64 total;
 
 		if (!sd->etx[c].done)
@@ -3327,7 +3342,7 @@ static int st_run(struct st_side *sd)
 	}
 
 	/* everything sent was consumed, and nothing else is on the rings */
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
+	for (c = 0; c < PCINET_NR_RING_CHAN; c++) {
 		r = pcinet_rx_avail(&sd->rx[c], 1);
 		if (r)
 			return st_fail(sd, "chan %d: %d bytes left over", c, r);
@@ -3401,7 +3416,7 @@ static int st_side(struct st_side *sd, int fd, double secs)
 		st_fail(sd, "bad window header");
 		goto out;
 	}
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
+	for (c = 0; c < PCINET_NR_RING_CHAN; c++) {
 		struct pcinet_ctrl *in, *out;
 		struct pcinet_ring_loc *rl = &lay.ring[sd->id][c];
 		struct pcinet_ring_loc *tl = &lay.ring[sd->peer][c];

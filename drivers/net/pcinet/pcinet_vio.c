@@ -1,0 +1,1198 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pcinet virtio channel, driver side B: a virtio transport over the
+ * window, so that the stock drivers (virtio_blk, virtiofs) bind to the
+ * devices the peer offers.  docs/design.md, "Virtio channel", is the
+ * protocol; pcinet_layout.h the wire structures; pcinet_vio_ring.[ch] the
+ * relay this file drives.
+ *
+ *   stock driver -- private split ring (our RAM) -- relay --+-- device ring,
+ *   (virtio_blk)    vring_new_virtqueue()    pcinet_vio_*() |   pools (window)
+ *                                                           +-- D's back end
+ *
+ * Per link one struct pcinet_vio, per device slot (PCINET_VIO_MAX_DEV)
+ * one struct pcinet_vio_slot, per registered device one struct
+ * pcinet_vio_dev, which embeds the struct virtio_device (a child of the
+ * PCI device) and is freed by its release.
+ *
+ * The slot state machine (docs/design.md, "Instances, reset and
+ * hot-unplug") runs in one work item per link, @scan_work, under @lock:
+ *
+ *   EMPTY --(dev_gen != 0, description copied out (V2) and checked, peer
+ *            alive with PCINET_F_VIRTIO, D's inst known)--> register: LIVE
+ *   LIVE  --(dev_gen changed, D's inst changed, peer gone, impossible used
+ *            ring, no answer in PCINET_VIO_ACK_MS)--> dead: the relay
+ *            aborts everything in flight and every later request, so the
+ *            driver's remove cannot hang; then unregister, drvstate
+ *            {drv_gen 0, error} --> EMPTY
+ *
+ * Marking a device dead never sleeps and never needs @lock: the link's
+ * callbacks (peer_gone, tick: under the link's lock) and the data path do
+ * it, and @scan_work unregisters later.  The data path (the queues'
+ * notify, and @io_work per device: completions, aborts, submissions
+ * after completions) runs under the device's spinlock, never under @lock,
+ * so a probe or a remove running in @scan_work (both wait for I/O) always
+ * sees its I/O completed or aborted.
+ *
+ * Every byte read from the window is the peer's: descriptions are copied
+ * out and checked once per dev_gen (pcinet_vio_desc_check()), live words
+ * are read once and bounded, used rings are checked by the relay.  The
+ * words we own in D's dev region (region header, driver states) are kept
+ * in private copies and written again on every tick (soft state).
+ *
+ * Ordering pairs V1-V6: docs/design.md, "Negotiation"; R1-R6: the relay.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/highmem.h>
+#include <linux/jiffies.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/random.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/virtio.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+
+#include "pcinet_chan.h"
+#include "pcinet_compat.h"
+#include "pcinet_vio_ring.h"
+
+/* Bits 24..41 describe the ring and the transport, not the device. */
+#define PCINET_VIO_TRANSPORT_BITS	GENMASK_ULL(41, 24)
+#define PCINET_VIO_BIT(b)		BIT_ULL(b)
+
+/* How often a status wait looks again without a doorbell. */
+#define PCINET_VIO_POLL			(HZ / 10)
+
+static struct workqueue_struct *pcinet_vio_wq;
+
+struct pcinet_vio;
+struct pcinet_vio_dev;
+
+/**
+ * struct pcinet_vio_q - one virtqueue of a device
+ * @dev: the device
+ * @index: queue number (the device ring's)
+ * @vq: the stock virtqueue on the private ring
+ * @pages: the private ring's memory (alloc_pages_exact())
+ * @bytes: its size
+ * @req: the relay's request table, @r.num entries
+ * @r: the relay's state for the queue
+ */
+struct pcinet_vio_q {
+	struct pcinet_vio_dev *dev;
+	unsigned int index;
+	struct virtqueue *vq;
+	void *pages;
+	size_t bytes;
+	struct pcinet_vio_req *req;
+	struct pcinet_vio_vq r;
+};
+
+/**
+ * struct pcinet_vio_slot - one device slot of the link
+ * @dev: the device registered in it, NULL when EMPTY; written under the
+ *	link's @lock and @slots_lock, read under either
+ * @st: our driver state for the slot, the private copy of what we write
+ *	into D's dev region; under @dev's @lock while @dev is set, else
+ *	under the link's @lock
+ * @refused_gen: a dev_gen we dropped or refused with an error: not
+ *	registered again (D offers a new one)
+ */
+struct pcinet_vio_slot {
+	struct pcinet_vio_dev *dev;
+	struct pcinet_vio_drvstate st;
+	u32 refused_gen;
+};
+
+/**
+ * struct pcinet_vio - the virtio channel of one link, driver side
+ * @ch: the channel
+ * @win: our mapping of the window
+ * @dev_region: D's dev region (desc, avail, OUT pools; we write its
+ *	fixed part)
+ * @drv_region: our drv region (used rings, IN pools; D writes its fixed
+ *	part)
+ * @rhdr_out: region header we write, at the start of @dev_region
+ * @rhdr_in: region header D writes, at the start of @drv_region
+ * @inst: our virtio instance, random, nonzero
+ * @peer_inst: D's instance as last acted upon; 0: none
+ * @lock: the slot state machine
+ * @stopping: no more plugging; under @lock
+ * @slots_lock: guards the slots' @dev pointers for the lockless readers
+ *	(doorbells, ticks)
+ * @slot: the device slots
+ * @scan_work: runs the state machine
+ * @copy: scratch for a description copied out, under @lock
+ */
+struct pcinet_vio {
+	struct pcinet_channel *ch;
+	u8 *win;
+	struct pcinet_vio_area dev_region;
+	struct pcinet_vio_area drv_region;
+	struct pcinet_vio_rhdr *rhdr_out;
+	const struct pcinet_vio_rhdr *rhdr_in;
+	u32 inst;
+	u32 peer_inst;
+	struct mutex lock; /* the slot state machine */
+	bool stopping;
+	spinlock_t slots_lock; /* slot[].dev for doorbells and ticks */
+	struct pcinet_vio_slot slot[PCINET_VIO_MAX_DEV];
+	struct work_struct scan_work;
+	struct pcinet_vio_devdesc copy;
+};
+
+/**
+ * struct pcinet_vio_dev - a device registered on the virtio bus
+ * @vdev: the virtio device; its release frees this structure
+ * @vio: the link's channel
+ * @slot: its slot
+ * @n: the slot's number
+ * @info: the checked description
+ * @desc: the description in the window (live words read from it)
+ * @st_win: our driver state in the window (D's dev region)
+ * @lock: the relay, the queues, @st and the window words we write
+ * @dead: the device is gone; set once, under @lock
+ * @err: why (PCINET_VIO_ERR_*), reported in the driver state
+ * @status: the status the driver wrote last
+ * @ring_ok: D answered DRIVER_OK: it zeroed the used rings, which we may
+ *	read from now on (before, they may hold a former device's words)
+ * @status_seq: our status_seq as last published
+ * @config_gen: the device's config_gen as last announced
+ * @relay: the relay's device state
+ * @q: the queues
+ * @nr_q: queues set up (find_vqs() to del_vqs()); under @lock
+ * @out_ext: extent table of the OUT pool
+ * @in_ext: extent table of the IN pool
+ * @pending_intr: queues whose private used ring moved in notify
+ * @io_work: completions, aborts, and submissions that waited for room
+ * @ack_wq: status waits
+ */
+struct pcinet_vio_dev {
+	struct virtio_device vdev;
+	struct pcinet_vio *vio;
+	struct pcinet_vio_slot *slot;
+	unsigned int n;
+	struct pcinet_vio_devinfo info;
+	const struct pcinet_vio_devdesc *desc;
+	struct pcinet_vio_drvstate *st_win;
+	spinlock_t lock; /* relay, queues, driver state */
+	bool dead;
+	u32 err;
+	u8 status;
+	bool ring_ok;
+	u32 status_seq;
+	u32 config_gen;
+	struct pcinet_vio_relay relay;
+	struct pcinet_vio_q q[PCINET_VIO_MAX_VQ];
+	unsigned int nr_q;
+	struct pcinet_vio_ext *out_ext;
+	struct pcinet_vio_ext *in_ext;
+	unsigned long pending_intr;
+	struct work_struct io_work;
+	wait_queue_head_t ack_wq;
+};
+
+static struct pcinet_vio_dev *to_pcinet_vio_dev(struct virtio_device *vdev)
+{
+	return container_of(vdev, struct pcinet_vio_dev, vdev);
+}
+
+static struct device *pcinet_vio_log_dev(const struct pcinet_vio *vio)
+{
+	return pcinet_chan_dev(vio->ch);
+}
+
+/* ----- the driver's buffers: physical addresses, page by page ----- */
+
+static void pcinet_vio_from_drv(void *ctx, void *dst, u64 addr, u32 len)
+{
+	u32 n;
+	u8 *p;
+
+	while (len) {
+		n = min_t(u32, len, PAGE_SIZE - offset_in_page(addr));
+		p = kmap_local_page(pfn_to_page(PHYS_PFN(addr)));
+		memcpy(dst, p + offset_in_page(addr), n);
+		kunmap_local(p);
+		dst += n;
+		addr += n;
+		len -= n;
+	}
+}
+
+static void pcinet_vio_to_drv(void *ctx, u64 addr, const void *src, u32 len)
+{
+	u32 n;
+	u8 *p;
+
+	while (len) {
+		n = min_t(u32, len, PAGE_SIZE - offset_in_page(addr));
+		p = kmap_local_page(pfn_to_page(PHYS_PFN(addr)));
+		memcpy(p + offset_in_page(addr), src, n);
+		kunmap_local(p);
+		src += n;
+		addr += n;
+		len -= n;
+	}
+}
+
+static void pcinet_vio_set_drv(void *ctx, u64 addr, int c, u32 len)
+{
+	u32 n;
+	u8 *p;
+
+	while (len) {
+		n = min_t(u32, len, PAGE_SIZE - offset_in_page(addr));
+		p = kmap_local_page(pfn_to_page(PHYS_PFN(addr)));
+		memset(p + offset_in_page(addr), c, n);
+		kunmap_local(p);
+		addr += n;
+		len -= n;
+	}
+}
+
+static const struct pcinet_vio_mem_ops pcinet_vio_mem_ops = {
+	.from_drv = pcinet_vio_from_drv,
+	.to_drv = pcinet_vio_to_drv,
+	.set_drv = pcinet_vio_set_drv,
+};
+
+/* ----- driver state: private copy, written through ----- */
+
+/*
+ * Write a slot's driver state into the window: everything, then
+ * config_seq, then status_seq with a store-release (V3 and V6: the
+ * sequence numbers are stored after what they announce).  Caller holds
+ * what guards @st.
+ */
+static void pcinet_vio_st_write(struct pcinet_vio_drvstate *w,
+				const struct pcinet_vio_drvstate *st)
+{
+	WRITE_ONCE(w->drv_gen, st->drv_gen);
+	WRITE_ONCE(w->dev_gen, st->dev_gen);
+	WRITE_ONCE(w->status, st->status);
+	WRITE_ONCE(w->features, st->features);
+	WRITE_ONCE(w->error, st->error);
+	memcpy(w->config_dirty, st->config_dirty, sizeof(w->config_dirty));
+	memcpy(w->vq, st->vq, sizeof(w->vq));
+	memcpy(w->config, st->config, sizeof(w->config));
+	/* V6: pairs with D's snapshot; config and dirty bits first */
+	virt_store_release(&w->config_seq, st->config_seq);
+	/* V3: pairs with V4' in D; status, features, queues first */
+	virt_store_release(&w->status_seq, st->status_seq);
+}
+
+static struct pcinet_vio_drvstate *pcinet_vio_st_win(struct pcinet_vio *vio,
+						     unsigned int n)
+{
+	return (struct pcinet_vio_drvstate *)
+		(vio->win + vio->dev_region.off + PCINET_CACHELINE +
+		 n * sizeof(struct pcinet_vio_drvstate));
+}
+
+static const struct pcinet_vio_devdesc *
+pcinet_vio_desc_win(struct pcinet_vio *vio, unsigned int n)
+{
+	return (const struct pcinet_vio_devdesc *)
+		(vio->win + vio->drv_region.off + PCINET_CACHELINE +
+		 n * sizeof(struct pcinet_vio_devdesc));
+}
+
+/* The ring features we publish to D: the driver's device bits, ours. */
+static u64 pcinet_vio_ring_features(const struct pcinet_vio_dev *dev)
+{
+	u64 f = (dev->vdev.features & ~PCINET_VIO_TRANSPORT_BITS) |
+		PCINET_VIO_BIT(PCINET_VIRTIO_F_VERSION_1);
+
+	f |= dev->info.features &
+	     (PCINET_VIO_BIT(PCINET_VIRTIO_F_INDIRECT_DESC) |
+	      PCINET_VIO_BIT(PCINET_VIRTIO_F_EVENT_IDX));
+	return f;
+}
+
+/* Has D answered our last status write?  Sets @status if so. */
+static bool pcinet_vio_answered(struct pcinet_vio_dev *dev, u8 *status)
+{
+	const struct pcinet_vio_devdesc *d = dev->desc;
+	u32 seq;
+
+	/* V3': pairs with V4 in D; status and drv_gen after status_seq */
+	seq = le32_to_cpu(virt_load_acquire(&d->status_seq));
+	if (seq != dev->status_seq ||
+	    le32_to_cpu(READ_ONCE(d->drv_gen)) !=
+	    le32_to_cpu(dev->slot->st.drv_gen) ||
+	    le32_to_cpu(READ_ONCE(d->dev_gen)) != dev->info.dev_gen)
+		return false;
+	/* only bits we wrote: D may refuse some, never add any */
+	*status = le32_to_cpu(READ_ONCE(d->status)) & dev->status;
+	return true;
+}
+
+/* ----- death: from any context ----- */
+
+static void pcinet_vio_kill_locked(struct pcinet_vio_dev *dev, u32 err)
+{
+	lockdep_assert_held(&dev->lock);
+	if (dev->dead)
+		return;
+	dev->dead = true;
+	dev->relay.dead = true;
+	dev->err = err;
+}
+
+/*
+ * The device is gone: the relay aborts from now on (@io_work), status
+ * waits return, and @scan_work unregisters it.  Any context.
+ */
+static void pcinet_vio_kill(struct pcinet_vio_dev *dev, u32 err)
+{
+	struct pcinet_vio *vio = dev->vio;
+	unsigned long flags;
+
+	spin_lock_irqsave(&dev->lock, flags);
+	pcinet_vio_kill_locked(dev, err);
+	spin_unlock_irqrestore(&dev->lock, flags);
+	queue_work(pcinet_vio_wq, &dev->io_work);
+	wake_up(&dev->ack_wq);
+	queue_work(pcinet_vio_wq, &vio->scan_work);
+}
+
+/* ----- the data path ----- */
+
+/* Bump a queue's kick counter; caller holds @dev->lock. */
+static void pcinet_vio_bump_notify(struct pcinet_vio_dev *dev,
+				   unsigned int index)
+{
+	struct pcinet_vio_vqstate *v = &dev->slot->st.vq[index];
+
+	v->notify = cpu_to_le32(le32_to_cpu(v->notify) + 1);
+	/* R1 ordered the ring before; the counter is what D compares */
+	WRITE_ONCE(dev->st_win->vq[index].notify, v->notify);
+}
+
+/*
+ * The driver published buffers (virtqueue_notify()).  Relay them at once,
+ * under the device's lock; completions the relay made itself (aborted
+ * chains) are delivered by @io_work, since the driver may hold the lock
+ * its callback takes.
+ */
+static bool pcinet_vio_notify(struct virtqueue *vq)
+{
+	struct pcinet_vio_q *q = vq->priv;
+	struct pcinet_vio_dev *dev = q->dev;
+	unsigned long flags;
+	bool kick = false;
+	int r;
+
+	spin_lock_irqsave(&dev->lock, flags);
+	if (dev->dead || q->index >= dev->nr_q) {
+		/* the abort (or nothing) happens in the work */
+		spin_unlock_irqrestore(&dev->lock, flags);
+		queue_work(pcinet_vio_wq, &dev->io_work);
+		return true;
+	}
+	r = pcinet_vio_submit(&q->r);
+	if (r >= 0 && (r & PCINET_VIO_KICK)) {
+		pcinet_vio_bump_notify(dev, q->index);
+		kick = true;
+	}
+	if (r >= 0 && (r & PCINET_VIO_INTR))
+		__set_bit(q->index, &dev->pending_intr);
+	spin_unlock_irqrestore(&dev->lock, flags);
+	if (kick)
+		pcinet_chan_kick(dev->vio->ch);
+	if (r < 0)	/* our own driver's ring is impossible */
+		pcinet_vio_kill(dev, PCINET_VIO_ERR_RING);
+	else if (r & PCINET_VIO_INTR)
+		queue_work(pcinet_vio_wq, &dev->io_work);
+	return true;
+}
+
+/*
+ * One pass of the data path of a device: completions (or, once dead,
+ * aborts) of every queue, then submissions of every queue (the pools are
+ * shared, so room freed by one queue may be what another waits for),
+ * then the driver's callbacks, outside the lock.
+ */
+static void pcinet_vio_io_work(struct work_struct *work)
+{
+	struct pcinet_vio_dev *dev = container_of(work, struct pcinet_vio_dev,
+						  io_work);
+	unsigned long flags, intr = 0;
+	bool kick = false, broke = false;
+	unsigned int i;
+	u8 status;
+	int r;
+
+	spin_lock_irqsave(&dev->lock, flags);
+	if (!dev->ring_ok && !dev->dead &&
+	    (dev->status & VIRTIO_CONFIG_S_DRIVER_OK) &&
+	    pcinet_vio_answered(dev, &status) &&
+	    (status & VIRTIO_CONFIG_S_DRIVER_OK))
+		dev->ring_ok = true;
+	for (i = 0; i < dev->nr_q; i++) {
+		if (!dev->dead && dev->ring_ok) {
+			r = pcinet_vio_complete(&dev->q[i].r);
+			if (r < 0) {
+				dev_warn_ratelimited(pcinet_vio_log_dev(dev->vio),
+						     "virtio slot %u queue %u: %s: unplugging\n",
+						     dev->n, i,
+						     dev->q[i].r.why ?: "protocol error");
+				pcinet_vio_kill_locked(dev, PCINET_VIO_ERR_RING);
+				broke = true;
+			} else if (r & PCINET_VIO_INTR) {
+				__set_bit(i, &intr);
+			}
+		}
+		if (dev->dead && pcinet_vio_abort(&dev->q[i].r) != 0)
+			__set_bit(i, &intr);
+	}
+	for (i = 0; i < dev->nr_q && !dev->dead; i++) {
+		r = pcinet_vio_submit(&dev->q[i].r);
+		if (r < 0) {
+			pcinet_vio_kill_locked(dev, PCINET_VIO_ERR_RING);
+			broke = true;
+			break;
+		}
+		if (r & PCINET_VIO_KICK) {
+			pcinet_vio_bump_notify(dev, i);
+			kick = true;
+		}
+		if (r & PCINET_VIO_INTR)
+			__set_bit(i, &intr);
+	}
+	intr |= dev->pending_intr;
+	dev->pending_intr = 0;
+	intr &= BIT(dev->nr_q) - 1;
+	spin_unlock_irqrestore(&dev->lock, flags);
+
+	if (kick)
+		pcinet_chan_kick(dev->vio->ch);
+	/* del_vqs() waits for this work before it frees a queue */
+	for_each_set_bit(i, &intr, PCINET_VIO_MAX_VQ)
+		vring_interrupt(0, dev->q[i].vq);
+	if (broke) {
+		/* once more: the queues before the broken one are aborted too */
+		queue_work(pcinet_vio_wq, &dev->io_work);
+		wake_up(&dev->ack_wq);
+		queue_work(pcinet_vio_wq, &dev->vio->scan_work);
+	}
+}
+
+/* ----- virtio_config_ops ----- */
+
+static void pcinet_vio_get(struct virtio_device *vdev, unsigned int offset,
+			   void *buf, unsigned int len)
+{
+	struct pcinet_vio_dev *dev = to_pcinet_vio_dev(vdev);
+	unsigned int i;
+	u8 *b = buf;
+
+	for (i = 0; i < len; i++) {
+		unsigned int at = offset + i;
+
+		b[i] = at < dev->info.config_len && at >= offset ?
+		       READ_ONCE(dev->desc->config[at]) : 0;
+	}
+}
+
+static void pcinet_vio_set(struct virtio_device *vdev, unsigned int offset,
+			   const void *buf, unsigned int len)
+{
+	struct pcinet_vio_dev *dev = to_pcinet_vio_dev(vdev);
+	struct pcinet_vio_drvstate *st = &dev->slot->st;
+	const u8 *b = buf;
+	unsigned long flags;
+	unsigned int i, at;
+
+	if (offset >= PCINET_VIO_CONFIG_SIZE ||
+	    len > PCINET_VIO_CONFIG_SIZE - offset)
+		return;
+	spin_lock_irqsave(&dev->lock, flags);
+	for (i = 0; i < len; i++) {
+		at = offset + i;
+		st->config[at] = b[i];
+		st->config_dirty[at / 32] =
+			cpu_to_le32(le32_to_cpu(st->config_dirty[at / 32]) |
+				    BIT(at % 32));
+	}
+	st->config_seq = cpu_to_le32(le32_to_cpu(st->config_seq) + 1);
+	if (!dev->dead)
+		pcinet_vio_st_write(dev->st_win, st);
+	spin_unlock_irqrestore(&dev->lock, flags);
+	pcinet_chan_kick(dev->vio->ch);
+}
+
+static u32 pcinet_vio_generation(struct virtio_device *vdev)
+{
+	struct pcinet_vio_dev *dev = to_pcinet_vio_dev(vdev);
+
+	/* V5: pairs with D's store-release of config_gen after config */
+	return le32_to_cpu(virt_load_acquire(&dev->desc->config_gen));
+}
+
+/*
+ * Wait until D answered our last status write, at most PCINET_VIO_ACK_MS;
+ * then the device is declared gone.  A dead device answers at once, with
+ * our status less FEATURES_OK and DRIVER_OK (virtio_features_ok() then
+ * sees a refusal).
+ */
+static u8 pcinet_vio_wait_status(struct pcinet_vio_dev *dev)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(PCINET_VIO_ACK_MS);
+	u8 status = 0;
+
+	might_sleep();
+	for (;;) {
+		if (READ_ONCE(dev->dead))
+			return dev->status & ~(VIRTIO_CONFIG_S_FEATURES_OK |
+					       VIRTIO_CONFIG_S_DRIVER_OK);
+		if (pcinet_vio_answered(dev, &status))
+			return status;
+		if (time_after(jiffies, deadline)) {
+			dev_warn_ratelimited(pcinet_vio_log_dev(dev->vio),
+					     "virtio slot %u: no answer to status 0x%x in %u ms: unplugging\n",
+					     dev->n, dev->status, PCINET_VIO_ACK_MS);
+			pcinet_vio_kill(dev, PCINET_VIO_ERR_TIMEOUT);
+			continue;
+		}
+		wait_event_timeout(dev->ack_wq, READ_ONCE(dev->dead) ||
+				   pcinet_vio_answered(dev, &status),
+				   PCINET_VIO_POLL);
+	}
+}
+
+static u8 pcinet_vio_get_status(struct virtio_device *vdev)
+{
+	return pcinet_vio_wait_status(to_pcinet_vio_dev(vdev));
+}
+
+/* Posted: D answers later (pcinet_vio_wait_status()). */
+static void pcinet_vio_set_status(struct virtio_device *vdev, u8 status)
+{
+	struct pcinet_vio_dev *dev = to_pcinet_vio_dev(vdev);
+	struct pcinet_vio_drvstate *st = &dev->slot->st;
+	unsigned long flags;
+
+	spin_lock_irqsave(&dev->lock, flags);
+	dev->status = status;
+	if (!(status & VIRTIO_CONFIG_S_DRIVER_OK))
+		dev->ring_ok = false;
+	dev->status_seq++;
+	st->status = cpu_to_le32(status);
+	st->features = cpu_to_le64(pcinet_vio_ring_features(dev));
+	st->status_seq = cpu_to_le32(dev->status_seq);
+	if (!dev->dead)
+		pcinet_vio_st_write(dev->st_win, st);
+	spin_unlock_irqrestore(&dev->lock, flags);
+	pcinet_chan_kick(dev->vio->ch);
+}
+
+static void pcinet_vio_reset(struct virtio_device *vdev)
+{
+	struct pcinet_vio_dev *dev = to_pcinet_vio_dev(vdev);
+
+	pcinet_vio_set_status(vdev, 0);
+	/* D answers 0 once its back end stopped touching rings and pools */
+	pcinet_vio_wait_status(dev);
+}
+
+static u64 pcinet_vio_get_features(struct virtio_device *vdev)
+{
+	struct pcinet_vio_dev *dev = to_pcinet_vio_dev(vdev);
+	u64 f = dev->info.features;
+
+	/* the private ring's features: ours, not the device ring's */
+	return (f & ~PCINET_VIO_TRANSPORT_BITS) |
+	       PCINET_VIO_BIT(PCINET_VIRTIO_F_VERSION_1) |
+	       (f & PCINET_VIO_BIT(PCINET_VIRTIO_F_INDIRECT_DESC));
+}
+
+static int pcinet_vio_finalize_features(struct virtio_device *vdev)
+{
+	vring_transport_features(vdev);
+	if (!__virtio_test_bit(vdev, VIRTIO_F_VERSION_1))
+		return -EINVAL;
+	return 0;
+}
+
+static const char *pcinet_vio_bus_name(struct virtio_device *vdev)
+{
+	return "pcinet";
+}
+
+static void pcinet_vio_synchronize_cbs(struct virtio_device *vdev)
+{
+	flush_work(&to_pcinet_vio_dev(vdev)->io_work);
+}
+
+/* Free a queue's private memory; the queue is no longer set up. */
+static void pcinet_vio_free_q(struct pcinet_vio_q *q)
+{
+	if (q->vq)
+		vring_del_virtqueue(q->vq);
+	q->vq = NULL;
+	if (q->pages)
+		free_pages_exact(q->pages, q->bytes);
+	q->pages = NULL;
+	kfree(q->req);
+	q->req = NULL;
+}
+
+static void pcinet_vio_del_vqs(struct virtio_device *vdev)
+{
+	struct pcinet_vio_dev *dev = to_pcinet_vio_dev(vdev);
+	struct pcinet_vio_drvstate *st = &dev->slot->st;
+	unsigned long flags;
+	unsigned int i;
+
+	spin_lock_irqsave(&dev->lock, flags);
+	dev->nr_q = 0;
+	dev->ring_ok = false;
+	dev->pending_intr = 0;
+	for (i = 0; i < PCINET_VIO_MAX_VQ; i++) {
+		st->vq[i].num = 0;
+		st->vq[i].ready = 0;
+	}
+	if (!dev->dead)
+		pcinet_vio_st_write(dev->st_win, st);
+	spin_unlock_irqrestore(&dev->lock, flags);
+	/* no callback runs on a queue once this returns */
+	cancel_work_sync(&dev->io_work);
+	for (i = 0; i < PCINET_VIO_MAX_VQ; i++)
+		pcinet_vio_free_q(&dev->q[i]);
+	kfree(dev->out_ext);
+	dev->out_ext = NULL;
+	kfree(dev->in_ext);
+	dev->in_ext = NULL;
+}
+
+/*
+ * find_vqs(), either kernel's (pcinet_compat.h): a private ring per named
+ * queue, of the device's num_max, relayed into the device ring.
+ */
+static int pcinet_vio_find_vqs(struct virtio_device *vdev, unsigned int nvqs,
+			       struct virtqueue *vqs[],
+			       const struct pcinet_compat_vq *req)
+{
+	struct pcinet_vio_dev *dev = to_pcinet_vio_dev(vdev);
+	const struct pcinet_vio_devinfo *info = &dev->info;
+	struct pcinet_vio_drvstate *st = &dev->slot->st;
+	unsigned int i, nq = 0, total = 0;
+	struct pcinet_vio_q *q;
+	unsigned long flags;
+	struct vring vr;
+	u8 *win = dev->vio->win;
+	int err;
+
+	for (i = 0; i < nvqs; i++)
+		if (req[i].name)
+			nq++;
+	if (nq > info->nr_vq)
+		return -ENOENT;
+	if (READ_ONCE(dev->dead))
+		return -ENODEV;
+
+	for (i = 0, nq = 0; i < nvqs; i++) {
+		u16 num;
+
+		vqs[i] = NULL;
+		if (!req[i].name)
+			continue;
+		q = &dev->q[nq];
+		num = info->vq[nq].num_max;
+		q->dev = dev;
+		q->index = nq;
+		q->bytes = vring_size(num, SMP_CACHE_BYTES);
+		q->pages = alloc_pages_exact(q->bytes, GFP_KERNEL | __GFP_ZERO);
+		q->req = kcalloc(num, sizeof(*q->req), GFP_KERNEL);
+		err = -ENOMEM;
+		if (!q->pages || !q->req)
+			goto abort_with_queues;
+		q->vq = vring_new_virtqueue(nq, num, SMP_CACHE_BYTES, vdev, true,
+					    req[i].ctx, q->pages,
+					    pcinet_vio_notify, req[i].callback,
+					    req[i].name);
+		if (!q->vq)
+			goto abort_with_queues;
+		q->vq->priv = q;
+		vqs[i] = q->vq;
+		total += num;
+		nq++;
+	}
+	dev->out_ext = kcalloc(total, sizeof(*dev->out_ext), GFP_KERNEL);
+	dev->in_ext = kcalloc(total, sizeof(*dev->in_ext), GFP_KERNEL);
+	err = -ENOMEM;
+	if (!dev->out_ext || !dev->in_ext)
+		goto abort_with_queues;
+
+	spin_lock_irqsave(&dev->lock, flags);
+	err = -ENODEV;
+	if (dev->dead) {
+		/* the window may belong to another device by now */
+		spin_unlock_irqrestore(&dev->lock, flags);
+		goto abort_with_queues;
+	}
+	memset(&dev->relay, 0, sizeof(dev->relay));
+	dev->relay.win = win;
+	dev->relay.ops = &pcinet_vio_mem_ops;
+	dev->relay.ctx = dev;
+	dev->relay.device_id = info->device_id;
+	dev->relay.indirect = info->features &
+			      PCINET_VIO_BIT(PCINET_VIRTIO_F_INDIRECT_DESC);
+	dev->relay.event_idx = info->features &
+			       PCINET_VIO_BIT(PCINET_VIRTIO_F_EVENT_IDX);
+	pcinet_vio_pool_init(&dev->relay.out, win + info->out_pool.off,
+			     info->out_pool.off, info->out_pool.size,
+			     dev->out_ext, total);
+	pcinet_vio_pool_init(&dev->relay.in, win + info->in_pool.off,
+			     info->in_pool.off, info->in_pool.size,
+			     dev->in_ext, total);
+	for (i = 0; i < nq; i++) {
+		const struct pcinet_vio_vqinfo *vi = &info->vq[i];
+		u16 num = vi->num_max;
+
+		q = &dev->q[i];
+		vring_init(&vr, num, q->pages, SMP_CACHE_BYTES);
+		/* zeroes the device desc table and avail ring: ours to write */
+		pcinet_vio_vq_init(&q->r, &dev->relay, num, vr.desc, vr.avail,
+				   vr.used, win + vi->desc_off,
+				   win + vi->avail_off, win + vi->used_off,
+				   q->req);
+		st->vq[i].num = cpu_to_le16(num);
+		st->vq[i].ready = cpu_to_le16(1);
+	}
+	dev->nr_q = nq;
+	/* published with the next status write (V3: DRIVER_OK) */
+	pcinet_vio_st_write(dev->st_win, st);
+	spin_unlock_irqrestore(&dev->lock, flags);
+	return 0;
+
+abort_with_queues:
+	for (i = 0; i < PCINET_VIO_MAX_VQ; i++)
+		pcinet_vio_free_q(&dev->q[i]);
+	kfree(dev->out_ext);
+	dev->out_ext = NULL;
+	kfree(dev->in_ext);
+	dev->in_ext = NULL;
+	for (i = 0; i < nvqs; i++)
+		vqs[i] = NULL;
+	return err;
+}
+
+DEFINE_PCINET_COMPAT_FIND_VQS(pcinet_vio_find_vqs)
+
+static const struct virtio_config_ops pcinet_vio_config_ops = {
+	.get = pcinet_vio_get,
+	.set = pcinet_vio_set,
+	.generation = pcinet_vio_generation,
+	.get_status = pcinet_vio_get_status,
+	.set_status = pcinet_vio_set_status,
+	.reset = pcinet_vio_reset,
+	.find_vqs = pcinet_vio_find_vqs_compat,
+	.del_vqs = pcinet_vio_del_vqs,
+	.synchronize_cbs = pcinet_vio_synchronize_cbs,
+	.get_features = pcinet_vio_get_features,
+	.finalize_features = pcinet_vio_finalize_features,
+	.bus_name = pcinet_vio_bus_name,
+};
+
+static_assert(__same_type(pcinet_vio_config_ops.find_vqs,
+			  PCINET_COMPAT_FIND_VQS_TYPE));
+
+/* ----- the slot state machine ----- */
+
+static void pcinet_vio_release(struct device *d)
+{
+	kfree(to_pcinet_vio_dev(dev_to_virtio(d)));
+}
+
+/* The slot's driver state says: nothing registered, and why. */
+static void pcinet_vio_slot_empty(struct pcinet_vio *vio, unsigned int n,
+				  u32 dev_gen, u32 err)
+{
+	struct pcinet_vio_slot *slot = &vio->slot[n];
+
+	lockdep_assert_held(&vio->lock);
+	memset(&slot->st, 0, sizeof(slot->st));
+	slot->st.dev_gen = cpu_to_le32(dev_gen);
+	slot->st.error = cpu_to_le32(err);
+	pcinet_vio_st_write(pcinet_vio_st_win(vio, n), &slot->st);
+}
+
+/*
+ * Unplug a dead device: the driver's remove drains (everything in flight
+ * is aborted by @io_work, its reset returns at once), then the slot is
+ * free for a new dev_gen.
+ */
+static void pcinet_vio_unplug(struct pcinet_vio *vio, unsigned int n)
+{
+	struct pcinet_vio_slot *slot = &vio->slot[n];
+	struct pcinet_vio_dev *dev = slot->dev;
+	unsigned long flags;
+	u32 gen, err;
+
+	lockdep_assert_held(&vio->lock);
+	get_device(&dev->vdev.dev);
+	unregister_virtio_device(&dev->vdev);
+	spin_lock_irqsave(&vio->slots_lock, flags);
+	slot->dev = NULL;
+	spin_unlock_irqrestore(&vio->slots_lock, flags);
+	cancel_work_sync(&dev->io_work);
+	gen = dev->info.dev_gen;
+	err = dev->err;
+	dev_info(pcinet_vio_log_dev(vio), "virtio slot %u: device %u unplugged\n",
+		 n, dev->info.device_id);
+	put_device(&dev->vdev.dev);
+	if (err)
+		slot->refused_gen = gen;
+	if (!vio->stopping)
+		pcinet_vio_slot_empty(vio, n, gen, err);
+}
+
+/* The descriptions of the other registered devices, for the span check. */
+static unsigned int pcinet_vio_live_infos(struct pcinet_vio *vio,
+					  struct pcinet_vio_devinfo *live)
+{
+	unsigned int n, nr = 0;
+
+	for (n = 0; n < PCINET_VIO_MAX_DEV; n++)
+		if (vio->slot[n].dev)
+			live[nr++] = vio->slot[n].dev->info;
+	return nr;
+}
+
+/* An EMPTY slot: register what D offers there, if it passes. */
+static void pcinet_vio_plug(struct pcinet_vio *vio, unsigned int n)
+{
+	struct pcinet_vio_slot *slot = &vio->slot[n];
+	struct pcinet_vio_devinfo *live;
+	struct pcinet_vio_dev *dev;
+	unsigned long flags;
+	unsigned int nr;
+	const char *why;
+	u32 gen;
+	int err;
+
+	lockdep_assert_held(&vio->lock);
+	if (pcinet_vio_desc_read(pcinet_vio_desc_win(vio, n), &vio->copy))
+		return;		/* rewritten meanwhile: next tick */
+	gen = le32_to_cpu(vio->copy.dev_gen);
+	if (!gen) {
+		slot->refused_gen = 0;
+		return;
+	}
+	if (gen == slot->refused_gen)
+		return;
+
+	dev = kzalloc(sizeof(*dev), GFP_KERNEL);
+	live = kcalloc(PCINET_VIO_MAX_DEV, sizeof(*live), GFP_KERNEL);
+	if (!dev || !live) {
+		kfree(live);
+		kfree(dev);
+		return;		/* tried again next tick */
+	}
+	nr = pcinet_vio_live_infos(vio, live);
+	err = pcinet_vio_desc_check(&vio->copy, &vio->dev_region,
+				    &vio->drv_region, live, nr, &dev->info,
+				    &why);
+	kfree(live);
+	if (err) {
+		dev_warn_ratelimited(pcinet_vio_log_dev(vio),
+				     "virtio slot %u: description refused (%s)\n",
+				     n, why);
+		kfree(dev);
+		slot->refused_gen = gen;
+		pcinet_vio_slot_empty(vio, n, gen, PCINET_VIO_ERR_DESC);
+		return;
+	}
+
+	dev->vio = vio;
+	dev->slot = slot;
+	dev->n = n;
+	dev->desc = pcinet_vio_desc_win(vio, n);
+	dev->st_win = pcinet_vio_st_win(vio, n);
+	dev->config_gen = le32_to_cpu(READ_ONCE(dev->desc->config_gen));
+	spin_lock_init(&dev->lock);
+	INIT_WORK(&dev->io_work, pcinet_vio_io_work);
+	init_waitqueue_head(&dev->ack_wq);
+	dev->vdev.dev.parent = pcinet_chan_dev(vio->ch);
+	dev->vdev.dev.release = pcinet_vio_release;
+	dev->vdev.config = &pcinet_vio_config_ops;
+	dev->vdev.id.device = dev->info.device_id;
+	dev->vdev.id.vendor = dev->info.vendor_id;
+
+	memset(&slot->st, 0, sizeof(slot->st));
+	slot->st.drv_gen = cpu_to_le32(get_random_u32() | 1);
+	slot->st.dev_gen = cpu_to_le32(gen);
+	pcinet_vio_st_write(dev->st_win, &slot->st);
+	spin_lock_irqsave(&vio->slots_lock, flags);
+	slot->dev = dev;
+	spin_unlock_irqrestore(&vio->slots_lock, flags);
+
+	dev_info(pcinet_vio_log_dev(vio),
+		 "virtio slot %u: device %u, %u queue(s), features 0x%llx\n",
+		 n, dev->info.device_id, dev->info.nr_vq,
+		 (unsigned long long)dev->info.features);
+	/* probes the stock driver, which runs the status protocol */
+	err = register_virtio_device(&dev->vdev);
+	if (err) {
+		dev_warn(pcinet_vio_log_dev(vio),
+			 "virtio slot %u: registering failed: %d\n", n, err);
+		spin_lock_irqsave(&vio->slots_lock, flags);
+		slot->dev = NULL;
+		spin_unlock_irqrestore(&vio->slots_lock, flags);
+		cancel_work_sync(&dev->io_work);
+		put_device(&dev->vdev.dev);
+		slot->refused_gen = gen;
+		pcinet_vio_slot_empty(vio, n, gen, PCINET_VIO_ERR_NOMEM);
+	}
+}
+
+/* D's instance, if D is there to talk to; else 0. */
+static u32 pcinet_vio_peer_inst(struct pcinet_vio *vio)
+{
+	struct pcinet_channel *ch = vio->ch;
+
+	if (!pcinet_chan_peer_alive(ch) ||
+	    !(pcinet_chan_peer_features(ch) & PCINET_F_VIRTIO) ||
+	    le32_to_cpu(READ_ONCE(vio->rhdr_in->magic)) != PCINET_VIO_DEVS_MAGIC)
+		return 0;
+	return le32_to_cpu(READ_ONCE(vio->rhdr_in->inst));
+}
+
+/* Our region header in D's dev region: who we are (soft state). */
+static void pcinet_vio_write_rhdr(struct pcinet_vio *vio)
+{
+	struct pcinet_vio_rhdr *r = vio->rhdr_out;
+
+	lockdep_assert_held(&vio->lock);
+	WRITE_ONCE(r->inst, cpu_to_le32(vio->inst));
+	WRITE_ONCE(r->peer_inst, cpu_to_le32(vio->peer_inst));
+	WRITE_ONCE(r->nr_slots, cpu_to_le32(PCINET_VIO_MAX_DEV));
+	WRITE_ONCE(r->magic, cpu_to_le32(PCINET_VIO_DRVS_MAGIC));
+}
+
+/* Our driver states in D's dev region, written again (soft state). */
+static void pcinet_vio_refresh(struct pcinet_vio *vio)
+{
+	struct pcinet_vio_dev *dev;
+	unsigned long flags;
+	unsigned int n;
+
+	lockdep_assert_held(&vio->lock);
+	for (n = 0; n < PCINET_VIO_MAX_DEV; n++) {
+		dev = vio->slot[n].dev;
+		if (!dev) {
+			pcinet_vio_st_write(pcinet_vio_st_win(vio, n),
+					    &vio->slot[n].st);
+			continue;
+		}
+		spin_lock_irqsave(&dev->lock, flags);
+		if (!dev->dead)
+			pcinet_vio_st_write(dev->st_win, &vio->slot[n].st);
+		spin_unlock_irqrestore(&dev->lock, flags);
+	}
+}
+
+static void pcinet_vio_scan(struct work_struct *work)
+{
+	struct pcinet_vio *vio = container_of(work, struct pcinet_vio,
+					      scan_work);
+	struct pcinet_vio_dev *dev;
+	unsigned int n;
+	u32 inst, gen;
+
+	mutex_lock(&vio->lock);
+	if (vio->stopping)
+		goto out;
+	inst = pcinet_vio_peer_inst(vio);
+	if (inst != vio->peer_inst) {
+		/* D restarted or went: every device it offered is gone */
+		for (n = 0; n < PCINET_VIO_MAX_DEV; n++) {
+			if (vio->slot[n].dev)
+				pcinet_vio_kill(vio->slot[n].dev,
+						PCINET_VIO_ERR_NONE);
+			vio->slot[n].refused_gen = 0;
+		}
+		vio->peer_inst = inst;
+	}
+	/*
+	 * Our instance is visible before any driver state that a plug
+	 * below writes: D starts a session for a drv_gen only under the
+	 * instance it belongs to (a new instance ends every session).
+	 */
+	if (inst)
+		pcinet_vio_write_rhdr(vio);
+	for (n = 0; n < PCINET_VIO_MAX_DEV; n++) {
+		dev = vio->slot[n].dev;
+		if (dev && !READ_ONCE(dev->dead)) {
+			gen = le32_to_cpu(READ_ONCE(dev->desc->dev_gen));
+			if (gen != dev->info.dev_gen)
+				pcinet_vio_kill(dev, PCINET_VIO_ERR_NONE);
+		}
+		if (dev && READ_ONCE(dev->dead)) {
+			pcinet_vio_unplug(vio, n);
+			dev = NULL;
+		}
+		if (dev) {
+			gen = pcinet_vio_generation(&dev->vdev);
+			if (gen != dev->config_gen) {
+				dev->config_gen = gen;
+				virtio_config_changed(&dev->vdev);
+			}
+			continue;
+		}
+		if (inst && !vio->stopping)
+			pcinet_vio_plug(vio, n);
+	}
+	if (inst)
+		pcinet_vio_refresh(vio);
+out:
+	mutex_unlock(&vio->lock);
+}
+
+/* ----- the channel ----- */
+
+/* Every registered device, from any context. */
+static void pcinet_vio_poke(struct pcinet_vio *vio, bool kill)
+{
+	struct pcinet_vio_dev *dev;
+	unsigned long flags;
+	unsigned int n;
+
+	spin_lock_irqsave(&vio->slots_lock, flags);
+	for (n = 0; n < PCINET_VIO_MAX_DEV; n++) {
+		dev = vio->slot[n].dev;
+		if (!dev)
+			continue;
+		if (kill)
+			pcinet_vio_kill(dev, PCINET_VIO_ERR_NONE);
+		queue_work(pcinet_vio_wq, &dev->io_work);
+		wake_up(&dev->ack_wq);
+	}
+	spin_unlock_irqrestore(&vio->slots_lock, flags);
+	queue_work(pcinet_vio_wq, &vio->scan_work);
+}
+
+/* Vector 3 (or 0 with fewer vectors): completions, answers, offers. */
+static void pcinet_vio_kick(void *priv)
+{
+	pcinet_vio_poke(priv, false);
+}
+
+/* Every link tick, up or not: the lost-doorbell sweep and soft state. */
+static void pcinet_vio_tick(void *priv)
+{
+	pcinet_vio_poke(priv, false);
+}
+
+static void pcinet_vio_peer_gone(void *priv)
+{
+	pcinet_vio_poke(priv, true);
+}
+
+/* A reset of the link's rings is no business of the virtio channel. */
+static void pcinet_vio_nop(void *priv)
+{
+}
+
+static const struct pcinet_chan_ops pcinet_vio_chan_ops = {
+	.kick = pcinet_vio_kick,
+	.stop = pcinet_vio_nop,
+	.start = pcinet_vio_nop,
+	.peer_changed = pcinet_vio_nop,
+	.tick = pcinet_vio_tick,
+	.peer_gone = pcinet_vio_peer_gone,
+	.while_down = true,
+};
+
+static void *pcinet_vio_create(struct pcinet_channel *ch)
+{
+	const struct pcinet_vio_regions *own, *peer;
+	struct pcinet_chan_vio v;
+	struct pcinet_vio *vio;
+
+	if (pcinet_chan_vio(ch, &v))
+		return NULL;
+	own = &v.vio[v.side];
+	peer = &v.vio[!v.side];
+	/* we use devices only if both regions of that direction exist */
+	if (own->drv_size <= PCINET_VIO_FIXED_SIZE ||
+	    peer->dev_size <= PCINET_VIO_FIXED_SIZE)
+		return NULL;
+
+	vio = kzalloc(sizeof(*vio), GFP_KERNEL);
+	if (!vio)
+		return ERR_PTR(-ENOMEM);
+	vio->ch = ch;
+	vio->win = v.win;
+	vio->dev_region.off = peer->dev_off;
+	vio->dev_region.size = peer->dev_size;
+	vio->drv_region.off = own->drv_off;
+	vio->drv_region.size = own->drv_size;
+	vio->rhdr_out = (struct pcinet_vio_rhdr *)(v.win + peer->dev_off);
+	vio->rhdr_in = (const struct pcinet_vio_rhdr *)(v.win + own->drv_off);
+	vio->inst = get_random_u32() | 1;
+	mutex_init(&vio->lock);
+	spin_lock_init(&vio->slots_lock);
+	INIT_WORK(&vio->scan_work, pcinet_vio_scan);
+	/* what we write in D's dev region starts clean: no stale data */
+	memset(v.win + peer->dev_off, 0, PCINET_VIO_FIXED_SIZE);
+	pcinet_chan_attach(ch, &pcinet_vio_chan_ops, vio);
+	return vio;
+}
+
+static void pcinet_vio_destroy(void *fe)
+{
+	struct pcinet_vio *vio = fe;
+	unsigned int n;
+
+	pcinet_chan_detach(vio->ch);
+	mutex_lock(&vio->lock);
+	vio->stopping = true;
+	mutex_unlock(&vio->lock);
+	cancel_work_sync(&vio->scan_work);
+
+	mutex_lock(&vio->lock);
+	for (n = 0; n < PCINET_VIO_MAX_DEV; n++) {
+		if (!vio->slot[n].dev)
+			continue;
+		pcinet_vio_kill(vio->slot[n].dev, PCINET_VIO_ERR_NONE);
+		pcinet_vio_unplug(vio, n);
+	}
+	/* D sees us stopped: instance 0, no driver state */
+	WRITE_ONCE(vio->rhdr_out->inst, 0);
+	memset(pcinet_vio_st_win(vio, 0), 0,
+	       PCINET_VIO_MAX_DEV * sizeof(struct pcinet_vio_drvstate));
+	mutex_unlock(&vio->lock);
+	/* a status wait or an io error may have queued it meanwhile */
+	cancel_work_sync(&vio->scan_work);
+	kfree(vio);
+}
+
+static int __init pcinet_vio_init(void)
+{
+	pcinet_vio_wq = alloc_workqueue("pcinet_vio", WQ_HIGHPRI | WQ_MEM_RECLAIM,
+					0);
+	return pcinet_vio_wq ? 0 : -ENOMEM;
+}
+
+static void pcinet_vio_exit(void)
+{
+	destroy_workqueue(pcinet_vio_wq);
+}
+
+const struct pcinet_frontend pcinet_vio_frontend = {
+	.name = "virtio",
+	.chan = PCINET_CHAN_VIRTIO,
+	.init = pcinet_vio_init,
+	.exit = pcinet_vio_exit,
+	.create = pcinet_vio_create,
+	.destroy = pcinet_vio_destroy,
+};
