@@ -739,14 +739,20 @@ void pvio_run(bool peer_ok, int peer_id, int call_fd)
 		old = V.board_inst;
 		V.board_inst = inst;
 		pv_log("peer's virtio instance 0x%08x (was 0x%08x)", inst, old);
-		if (session_reset()) {
-			be_lost(call_fd, "GET_VRING_BASE failed");
-			return;
-		}
-		V.drv_gen = 0;
-		/* a restarted peer: a new session, a new instance of the device */
-		if (old)
+		/*
+		 * A peer that stopped or restarted: a new session, a new
+		 * instance of the device.  The first instance we see (from 0)
+		 * may already drive the device: its driver state may come
+		 * before its region header, so that is no reason to reset.
+		 */
+		if (old) {
+			if (session_reset()) {
+				be_lost(call_fd, "GET_VRING_BASE failed");
+				return;
+			}
+			V.drv_gen = 0;
 			V.published = false;
+		}
 	}
 	if (!V.published) {
 		publish(call_fd);
