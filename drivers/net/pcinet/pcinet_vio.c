@@ -209,7 +209,14 @@ static struct device *pcinet_vio_log_dev(const struct pcinet_vio *vio)
 
 /* ----- the driver's buffers: physical addresses, page by page ----- */
 
-static void pcinet_vio_from_drv(void *ctx, void *dst, u64 addr, u32 len)
+enum pcinet_vio_drv_op { PCINET_VIO_FROM, PCINET_VIO_TO, PCINET_VIO_SET };
+
+/*
+ * Copy @len bytes from or to the driver's buffer at physical @addr, or
+ * fill it with @c, one page at a time (the buffer need not be mapped).
+ */
+static void pcinet_vio_drv_access(enum pcinet_vio_drv_op op, u64 addr,
+				  void *buf, int c, u32 len)
 {
 	u32 n;
 	u8 *p;
@@ -217,43 +224,33 @@ static void pcinet_vio_from_drv(void *ctx, void *dst, u64 addr, u32 len)
 	while (len) {
 		n = min_t(u32, len, PAGE_SIZE - offset_in_page(addr));
 		p = kmap_local_page(pfn_to_page(PHYS_PFN(addr)));
-		memcpy(dst, p + offset_in_page(addr), n);
+		if (op == PCINET_VIO_FROM)
+			memcpy(buf, p + offset_in_page(addr), n);
+		else if (op == PCINET_VIO_TO)
+			memcpy(p + offset_in_page(addr), buf, n);
+		else
+			memset(p + offset_in_page(addr), c, n);
 		kunmap_local(p);
-		dst += n;
+		if (buf)
+			buf += n;
 		addr += n;
 		len -= n;
 	}
+}
+
+static void pcinet_vio_from_drv(void *ctx, void *dst, u64 addr, u32 len)
+{
+	pcinet_vio_drv_access(PCINET_VIO_FROM, addr, dst, 0, len);
 }
 
 static void pcinet_vio_to_drv(void *ctx, u64 addr, const void *src, u32 len)
 {
-	u32 n;
-	u8 *p;
-
-	while (len) {
-		n = min_t(u32, len, PAGE_SIZE - offset_in_page(addr));
-		p = kmap_local_page(pfn_to_page(PHYS_PFN(addr)));
-		memcpy(p + offset_in_page(addr), src, n);
-		kunmap_local(p);
-		src += n;
-		addr += n;
-		len -= n;
-	}
+	pcinet_vio_drv_access(PCINET_VIO_TO, addr, (void *)src, 0, len);
 }
 
 static void pcinet_vio_set_drv(void *ctx, u64 addr, int c, u32 len)
 {
-	u32 n;
-	u8 *p;
-
-	while (len) {
-		n = min_t(u32, len, PAGE_SIZE - offset_in_page(addr));
-		p = kmap_local_page(pfn_to_page(PHYS_PFN(addr)));
-		memset(p + offset_in_page(addr), c, n);
-		kunmap_local(p);
-		addr += n;
-		len -= n;
-	}
+	pcinet_vio_drv_access(PCINET_VIO_SET, addr, NULL, c, len);
 }
 
 static const struct pcinet_vio_mem_ops pcinet_vio_mem_ops = {
