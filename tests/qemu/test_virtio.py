@@ -163,22 +163,40 @@ def guest_sha(t, off_mib, mib):
     return out.split()[0]
 
 
-@h.case('virtio-blk', fresh=True)
-def _(t):
-    """/dev/vda unprompted, its size, 16 MiB written and read back equal
-    on the board and equal to the host's image."""
+def started(t):
+    """The device side running, pcinet loaded on the board, /dev/vda up
+    (the device side is closed again if that fails)."""
     need_stage2()
     peer = BlkPeer(t)
     try:
         peer.start()
         h.load(t.a)
         wait_vda(t, peer)
-        pat = t.a.run(f'dd if=/dev/urandom of=/tmp/pat bs=1M count={PAT_MIB} '
-                      '2>/dev/null && sha256sum /tmp/pat').split()[0]
+    except BaseException:
+        peer.close()
+        raise
+    return peer
+
+
+def write_pattern(t, off_mib, mib, timeout):
+    """mib MiB of random bytes written to /dev/vda at off_mib MiB (fsync);
+    returns their sha256."""
+    pat = t.a.run(f'dd if=/dev/urandom of=/tmp/pat bs=1M count={mib} '
+                  '2>/dev/null && sha256sum /tmp/pat').split()[0]
+    t.a.run(f'dd if=/tmp/pat of=/dev/vda bs=1M seek={off_mib} '
+            'conv=fsync 2>&1', timeout=timeout)
+    return pat
+
+
+@h.case('virtio-blk', fresh=True)
+def _(t):
+    """/dev/vda unprompted, its size, 16 MiB written and read back equal
+    on the board and equal to the host's image."""
+    peer = started(t)
+    try:
         t0 = time.monotonic()
-        t.a.run(f'dd if=/tmp/pat of=/dev/vda bs=1M seek={PAT_OFF_MIB} '
-                'conv=fsync 2>&1', timeout=600)
-        h.info(f'{PAT_MIB} MiB written with dd in '
+        pat = write_pattern(t, PAT_OFF_MIB, PAT_MIB, timeout=600)
+        h.info(f'{PAT_MIB} MiB made and written with dd in '
                f'{time.monotonic() - t0:.1f} s')
         back = guest_sha(t, PAT_OFF_MIB, PAT_MIB)
         h.expect(back == pat, f'read back {back}, written {pat}')
@@ -194,16 +212,9 @@ def _(t):
 def _(t):
     """SIGTERM to the device side: /dev/vda goes, pcinet unloads; back
     after a restart, with the data written before."""
-    need_stage2()
-    peer = BlkPeer(t)
+    peer = started(t)
     try:
-        peer.start()
-        h.load(t.a)
-        wait_vda(t, peer)
-        pat = t.a.run('dd if=/dev/urandom of=/tmp/pat bs=1M count=1 '
-                      '2>/dev/null && sha256sum /tmp/pat').split()[0]
-        t.a.run('dd if=/tmp/pat of=/dev/vda bs=1M seek=1 conv=fsync 2>&1',
-                timeout=120)
+        pat = write_pattern(t, 1, 1, timeout=120)
         rc = peer.stop()
         h.expect(rc == 0, f'pcinet-peer exited {rc} on SIGTERM:\n'
                  + peer.log_tail())
