@@ -98,6 +98,7 @@ struct pcinet_chan_vio {
 extern const struct pcinet_frontend pcinet_net_frontend;
 extern const struct pcinet_frontend pcinet_tty_frontend;
 extern const struct pcinet_frontend pcinet_vio_frontend;
+extern const struct pcinet_frontend pcinet_vhost_frontend;
 
 int pcinet_chan_index(const struct pcinet_channel *ch);
 struct device *pcinet_chan_dev(const struct pcinet_channel *ch);
