@@ -164,7 +164,11 @@ static int fn##_compat(struct virtio_device *vdev, unsigned int nvqs,	\
  * as find_vqs(): a call with the other kernel's arguments does not
  * compile, even in the branch __builtin_choose_expr() discards.
  */
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 8, 0)
+#define PCINET_COMPAT_EVENTFD_NO_COUNT					\
+	(LINUX_VERSION_MAJOR > 6 ||					\
+	 (LINUX_VERSION_MAJOR == 6 && LINUX_VERSION_PATCHLEVEL >= 8))
+
+#if PCINET_COMPAT_EVENTFD_NO_COUNT
 #define pcinet_compat_eventfd_signal(ctx)	eventfd_signal(ctx)
 #else
 #define pcinet_compat_eventfd_signal(ctx)	eventfd_signal(ctx, 1)

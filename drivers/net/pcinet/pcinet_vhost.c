@@ -140,8 +140,8 @@ struct pcinet_vhost_slot {
 struct pcinet_vhost {
 	struct pcinet_channel *ch;
 	struct kref ref;
-	struct mutex mutex;
-	spinlock_t lock;
+	struct mutex mutex; /* ioctls, release, destroy */
+	spinlock_t lock; /* slots, window writes; irq-safe */
 	u8 *win;
 	u64 win_size;
 	unsigned int side;
@@ -211,8 +211,8 @@ static void pcinet_vhost_call_queue(struct file *file, wait_queue_head_t *wqh,
 }
 
 /* Wait on eventfd @fd; ERR_PTR() if it is none. */
-static struct pcinet_vhost_call *pcinet_vhost_call_bind(struct pcinet_vhost *vh,
-							 int fd)
+static struct pcinet_vhost_call *
+pcinet_vhost_call_bind(struct pcinet_vhost *vh, int fd)
 {
 	struct pcinet_vhost_call *c;
 	struct file *file;
