@@ -124,6 +124,7 @@ struct pcinet_channel {
  * @peer: the other side
  * @nr_vectors: doorbell vectors usable in both directions
  * @win: the window
+ * @win_phys: its physical address (0: unknown)
  * @win_size: its usable size
  * @hdr: the window header (platform-written)
  * @in: our control inbox (the peer writes it)
@@ -172,6 +173,7 @@ struct pcinet_link {
 	unsigned int peer;
 	unsigned int nr_vectors;
 	u8 *win;
+	phys_addr_t win_phys;
 	u64 win_size;
 	const struct pcinet_win_hdr *hdr;
 	const struct pcinet_ctrl *in;
@@ -619,6 +621,7 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 	link->peer = !cfg->side;
 	link->nr_vectors = min(cfg->nr_vectors, lay.nr_vectors);
 	link->win = win;
+	link->win_phys = cfg->phys;
 	link->win_size = lay.win_size;
 	link->hdr = cfg->win;
 	link->in = (const struct pcinet_ctrl *)(win + lay.ctrl_off[link->side]);
@@ -1014,6 +1017,7 @@ int pcinet_chan_vio(const struct pcinet_channel *ch, struct pcinet_chan_vio *v)
 	if (!link->has_vio)
 		return -ENODEV;
 	v->win = link->win;
+	v->phys = link->win_phys;
 	v->win_size = link->win_size;
 	v->side = link->side;
 	memcpy(v->vio, link->vio, sizeof(v->vio));

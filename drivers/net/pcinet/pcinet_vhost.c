@@ -34,10 +34,21 @@
  * own (as KVM's irqfd), whose wake-up consumes the count and rings the
  * peer's vector 3.
  *
+ * Memory ("The host's character device"): GET_MEM_FD gives a memory file
+ * per offered device, file offset = window offset; its mmap() backs only
+ * the device's two spans (VM_PFNMAP, vmf_insert_pfn() from the fault
+ * handler), every other page raises SIGBUS.  Each memory file has an
+ * address space of its own, so that the withdrawal of its device zaps
+ * exactly its mappings (unmap_mapping_range()); later faults SIGBUS.
+ *
+ * Locks: @mutex (ioctls, releases, destroy) > a memory file's @sem >
+ * @lock; a fault takes only @sem, under the mm's lock.
+ *
  * Ordering pairs V1, V4, V4', V5, V6: docs/design.md, "Negotiation".
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/anon_inodes.h>
 #include <linux/eventfd.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -48,6 +59,7 @@
 #include <linux/nospec.h>
 #include <linux/poll.h>
 #include <linux/random.h>
+#include <linux/rwsem.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/uaccess.h>
@@ -119,6 +131,7 @@ struct pcinet_vhost_slot {
  *	eventfds are bound and unbound under it
  * @lock: everything below, and every write into the window; irq-safe
  * @win: our mapping of the window
+ * @phys: its physical address (0: memory files are not possible)
  * @win_size: its size
  * @side: our side
  * @dev_region: our dev region (the peer's driver states, desc, avail, OUT)
@@ -133,6 +146,7 @@ struct pcinet_vhost_slot {
  * @events: bumped on every change poll() reports
  * @gone: the link is gone: the window must not be touched any more
  * @wq: poll()
+ * @mems: the memory files, under @mutex
  * @slot: the device slots
  * @misc: /dev/pcinet-vhost<N>
  * @name: its name
@@ -143,6 +157,7 @@ struct pcinet_vhost {
 	struct mutex mutex; /* ioctls, release, destroy */
 	spinlock_t lock; /* slots, window writes; irq-safe */
 	u8 *win;
+	phys_addr_t phys;
 	u64 win_size;
 	unsigned int side;
 	struct pcinet_vio_area dev_region;
@@ -157,6 +172,7 @@ struct pcinet_vhost {
 	u32 events;
 	bool gone;
 	wait_queue_head_t wq;
+	struct list_head mems;
 	struct pcinet_vhost_slot slot[PCINET_VIO_MAX_DEV];
 	struct miscdevice misc;
 	char name[24];
@@ -170,6 +186,32 @@ struct pcinet_vhost {
 struct pcinet_vhost_file {
 	struct pcinet_vhost *vh;
 	u32 seen;
+};
+
+/**
+ * struct pcinet_vhost_mem - the memory file of one offered device
+ * @vh: its link (a reference)
+ * @node: in the link's @mems, under its @mutex
+ * @slot: the device's slot
+ * @dev_gen: the offer it maps
+ * @phys: the window's physical address
+ * @win_size: the window's size: the file's size
+ * @span: the device's two spans, the only pages backed
+ * @sem: @revoked: faults read it, the revocation writes it
+ * @revoked: the device was withdrawn: every fault raises SIGBUS
+ * @mapping: the file's own address space (see the top of the file)
+ */
+struct pcinet_vhost_mem {
+	struct pcinet_vhost *vh;
+	struct list_head node;
+	unsigned int slot;
+	u32 dev_gen;
+	phys_addr_t phys;
+	u64 win_size;
+	struct pcinet_vio_area span[2];
+	struct rw_semaphore sem;
+	bool revoked;
+	struct address_space mapping;
 };
 
 /* What a withdrawal unbinds, released outside @lock. */
@@ -603,6 +645,155 @@ static struct pcinet_vhost_slot *pcinet_vhost_own(struct pcinet_vhost_file *f,
 	return vh->slot[n].owner == f ? &vh->slot[n] : NULL;
 }
 
+/* ----- memory files ----- */
+
+static vm_fault_t pcinet_vhost_mem_fault(struct vm_fault *vmf)
+{
+	struct pcinet_vhost_mem *m = vmf->vma->vm_private_data;
+	u64 off = (u64)vmf->pgoff << PAGE_SHIFT;
+	vm_fault_t ret = VM_FAULT_SIGBUS;
+	unsigned int i;
+
+	down_read(&m->sem);
+	for (i = 0; i < ARRAY_SIZE(m->span); i++) {
+		if (m->revoked || off < m->span[i].off ||
+		    off - m->span[i].off >= m->span[i].size)
+			continue;
+		ret = vmf_insert_pfn(vmf->vma, vmf->address,
+				     PHYS_PFN(m->phys + off));
+		break;
+	}
+	up_read(&m->sem);
+	return ret;
+}
+
+static const struct vm_operations_struct pcinet_vhost_mem_vm_ops = {
+	.fault = pcinet_vhost_mem_fault,
+};
+
+static int pcinet_vhost_mem_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct pcinet_vhost_mem *m = file->private_data;
+	u64 pages = m->win_size >> PAGE_SHIFT;
+
+	if (!(vma->vm_flags & VM_SHARED))
+		return -EINVAL;
+	if (vma->vm_pgoff > pages || vma_pages(vma) > pages - vma->vm_pgoff)
+		return -EINVAL;
+	pcinet_compat_vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND |
+				   VM_DONTDUMP);
+	vma->vm_ops = &pcinet_vhost_mem_vm_ops;
+	vma->vm_private_data = m;
+	return 0;
+}
+
+static int pcinet_vhost_mem_release(struct inode *inode, struct file *file)
+{
+	struct pcinet_vhost_mem *m = file->private_data;
+	struct pcinet_vhost *vh = m->vh;
+
+	/* no mapping is left: each held a reference to the file */
+	mutex_lock(&vh->mutex);
+	list_del(&m->node);
+	mutex_unlock(&vh->mutex);
+	kref_put(&vh->ref, pcinet_vhost_free);
+	kfree(m);
+	return 0;
+}
+
+static const struct file_operations pcinet_vhost_mem_fops = {
+	.owner = THIS_MODULE,
+	.mmap = pcinet_vhost_mem_mmap,
+	.release = pcinet_vhost_mem_release,
+};
+
+/*
+ * Revoke every memory file whose device is no longer offered as it was:
+ * faults SIGBUS from now on, and the pages mapped so far are zapped.
+ */
+static void pcinet_vhost_mem_revoke(struct pcinet_vhost *vh)
+{
+	struct pcinet_vhost_mem *m;
+	unsigned long flags;
+	bool stale;
+
+	lockdep_assert_held(&vh->mutex);
+	list_for_each_entry(m, &vh->mems, node) {
+		/* written only under @mutex */
+		if (m->revoked)
+			continue;
+		spin_lock_irqsave(&vh->lock, flags);
+		stale = vh->gone || !vh->slot[m->slot].owner ||
+			vh->slot[m->slot].dev_gen != m->dev_gen;
+		spin_unlock_irqrestore(&vh->lock, flags);
+		if (!stale)
+			continue;
+		down_write(&m->sem);
+		m->revoked = true;
+		up_write(&m->sem);
+		/* a fault either saw @revoked or inserted before this zap */
+		unmap_mapping_range(&m->mapping, 0, 0, 1);
+	}
+}
+
+static long pcinet_vhost_get_mem_fd(struct pcinet_vhost_file *f,
+				    void __user *arg)
+{
+	struct pcinet_vhost *vh = f->vh;
+	struct pcinet_vhost_slot *s;
+	struct pcinet_vhost_mem *m;
+	unsigned long flags;
+	struct file *file;
+	int fd;
+	u32 n;
+
+	if (get_user(n, (u32 __user *)arg))
+		return -EFAULT;
+	if (!vh->phys)
+		return -EOPNOTSUPP;
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m)
+		return -ENOMEM;
+	spin_lock_irqsave(&vh->lock, flags);
+	s = pcinet_vhost_own(f, n);
+	if (s) {
+		m->slot = s - vh->slot;
+		m->dev_gen = s->dev_gen;
+		m->span[0] = s->dev_span;
+		m->span[1] = s->drv_span;
+	}
+	spin_unlock_irqrestore(&vh->lock, flags);
+	if (!s) {
+		kfree(m);
+		return -ENOENT;
+	}
+	m->phys = vh->phys;
+	m->win_size = vh->win_size;
+	init_rwsem(&m->sem);
+	address_space_init_once(&m->mapping);
+
+	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0) {
+		kfree(m);
+		return fd;
+	}
+	file = anon_inode_getfile("[pcinet-vhost-mem]", &pcinet_vhost_mem_fops,
+				  m, O_RDWR);
+	if (IS_ERR(file)) {
+		put_unused_fd(fd);
+		kfree(m);
+		return PTR_ERR(file);
+	}
+	/* our own address space: revoking zaps this file's mappings only */
+	m->mapping.host = file_inode(file);
+	file->f_mapping = &m->mapping;
+	m->vh = vh;
+	kref_get(&vh->ref);
+	list_add(&m->node, &vh->mems);
+	fd_install(fd, file);
+	return fd;
+}
+
 static long pcinet_vhost_get_info(struct pcinet_vhost_file *f, void __user *arg)
 {
 	struct pcinet_vhost *vh = f->vh;
@@ -737,6 +928,7 @@ static long pcinet_vhost_del_slot(struct pcinet_vhost_file *f, u32 n)
 	pcinet_vhost_withdraw(vh, n, &u);
 	spin_unlock_irqrestore(&vh->lock, flags);
 	pcinet_vhost_unbind(&u);
+	pcinet_vhost_mem_revoke(vh);
 	return 0;
 }
 
@@ -981,6 +1173,9 @@ static long pcinet_vhost_ioctl(struct file *file, unsigned int cmd,
 	case PCINET_VHOST_SET_CALL:
 		err = pcinet_vhost_set_fd(f, p, false);
 		break;
+	case PCINET_VHOST_GET_MEM_FD:
+		err = pcinet_vhost_get_mem_fd(f, p);
+		break;
 	default:
 		err = -ENOTTY;
 		break;
@@ -1046,6 +1241,7 @@ static int pcinet_vhost_release(struct inode *inode, struct file *file)
 
 	mutex_lock(&vh->mutex);
 	pcinet_vhost_withdraw_all(vh, f);
+	pcinet_vhost_mem_revoke(vh);
 	mutex_unlock(&vh->mutex);
 	kref_put(&vh->ref, pcinet_vhost_free);
 	kfree(f);
@@ -1114,7 +1310,9 @@ static void *pcinet_vhost_create(struct pcinet_channel *ch)
 	mutex_init(&vh->mutex);
 	spin_lock_init(&vh->lock);
 	init_waitqueue_head(&vh->wq);
+	INIT_LIST_HEAD(&vh->mems);
 	vh->win = v.win;
+	vh->phys = v.phys;
 	vh->win_size = v.win_size;
 	vh->side = v.side;
 	vh->dev_region.off = own->dev_off;
@@ -1172,6 +1370,8 @@ static void pcinet_vhost_destroy(void *fe)
 	vh->events++;
 	wake_up_interruptible(&vh->wq);
 	spin_unlock_irqrestore(&vh->lock, flags);
+	/* no memory file maps the window any more */
+	pcinet_vhost_mem_revoke(vh);
 	mutex_unlock(&vh->mutex);
 	kref_put(&vh->ref, pcinet_vhost_free);
 }
