@@ -884,10 +884,13 @@ static long pcinet_vhost_add_dev(struct pcinet_vhost_file *f, void __user *arg)
 	pcinet_vhost_layout(&a->d, gen, &a->w);
 	/* what the peer will check, checked first (the spans: by the fit) */
 	err = -EINVAL;
-	if (WARN_ON_ONCE(pcinet_vio_desc_check(&a->w, &vh->dev_region,
-					       &vh->drv_region, NULL, 0,
-					       &a->info, &why)))
+	if (pcinet_vio_desc_check(&a->w, &vh->dev_region, &vh->drv_region,
+				  NULL, 0, &a->info, &why)) {
+		dev_warn_ratelimited(pcinet_chan_dev(vh->ch),
+				     "vhost: offer fails the peer's check: %s\n",
+				     why);
 		goto unlock;
+	}
 	s->owner = f;
 	s->busy = true;
 	s->dev_gen = gen;
@@ -1148,6 +1151,11 @@ static long pcinet_vhost_ioctl(struct file *file, unsigned int cmd,
 	long err;
 
 	mutex_lock(&vh->mutex);
+	/* gone changes only under @mutex: the link stays while we run */
+	if (vh->gone) {
+		mutex_unlock(&vh->mutex);
+		return -ENODEV;
+	}
 	switch (cmd) {
 	case PCINET_VHOST_GET_INFO:
 		err = pcinet_vhost_get_info(f, p);
