@@ -52,6 +52,7 @@
 #include <linux/eventfd.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/jiffies.h>
 #include <linux/kref.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
@@ -79,6 +80,12 @@ static_assert(PCINET_VHOST_CONFIG_SIZE == PCINET_VIO_CONFIG_SIZE);
 	(BIT_ULL(PCINET_VIRTIO_F_ACCESS_PLATFORM) | BIT_ULL(24) |	\
 	 BIT_ULL(26) | BIT_ULL(30))
 
+/*
+ * How long a withdrawn device's spans stay reserved when the peer's
+ * driver state names another instance of the slot (see the scan).
+ */
+#define PCINET_VHOST_RELEASE_MS	(10 * PCINET_TICK_MS)
+
 struct pcinet_vhost_file;
 
 /**
@@ -100,6 +107,7 @@ struct pcinet_vhost_call {
  * @owner: the control file that offered it; NULL: free or withdrawn
  * @busy: its spans are reserved (live or withdrawn)
  * @dev_gen: the instance offered; while withdrawn, the one withdrawn
+ * @withdrawn: when it was withdrawn (jiffies)
  * @desc: the description we publish (dev_gen 0 once withdrawn)
  * @dev_span: its span of our dev region
  * @drv_span: its span of the peer's drv region
@@ -113,6 +121,7 @@ struct pcinet_vhost_slot {
 	struct pcinet_vhost_file *owner;
 	bool busy;
 	u32 dev_gen;
+	unsigned long withdrawn;
 	struct pcinet_vio_devdesc desc;
 	struct pcinet_vio_area dev_span;
 	struct pcinet_vio_area drv_span;
@@ -390,6 +399,7 @@ static void pcinet_vhost_withdraw(struct pcinet_vhost *vh, unsigned int n,
 
 	lockdep_assert_held(&vh->lock);
 	s->owner = NULL;
+	s->withdrawn = jiffies;
 	s->desc.dev_gen = 0;
 	for (q = 0; q < PCINET_VIO_MAX_VQ; q++) {
 		u->kick[q] = s->kick[q];
@@ -440,8 +450,19 @@ static void pcinet_vhost_scan(struct pcinet_vhost *vh, bool tick)
 		v[3] = le32_to_cpu(READ_ONCE(w->config_seq));
 		v[4] = le32_to_cpu(READ_ONCE(w->error));
 		if (!s->owner) {
-			/* withdrawn: free once no driver holds the instance */
-			if (!inst || !v[0] || v[1] != s->dev_gen) {
+			/*
+			 * Withdrawn: the spans are free once the peer's
+			 * driver let go of the instance, or the peer is gone.
+			 * A driver state naming another instance may be one
+			 * about to name ours (the peer copied the description
+			 * and registers it): that is trusted only after
+			 * PCINET_VHOST_RELEASE_MS, by which the peer has seen
+			 * dev_gen 0 (a tick) or never will look.
+			 */
+			if (!inst || (v[1] == s->dev_gen && !v[0]) ||
+			    (v[1] != s->dev_gen &&
+			     time_after(jiffies, s->withdrawn +
+					msecs_to_jiffies(PCINET_VHOST_RELEASE_MS)))) {
 				s->busy = false;
 				changed = true;
 			}
