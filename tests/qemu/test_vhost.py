@@ -11,7 +11,8 @@ docs/design.md, "Virtio channel", "The host's character device".  The
 probe (tools/pcinet-vhost/vhost_probe, one line per check) offers a
 virtio-blk shaped device that nothing serves, checks every ioctl, the
 eventfds and the memory file, and withdraws it; b sees it come and go
-(its driver's status writes stay unanswered).
+(its driver's status writes stay unanswered): vhost_probe --board
+checks that b's transport registered it (GET_DRV valid, poll()).
 
 Cases:
   vhost-probe  /dev/pcinet-vhost0 on a; vhost_probe passes every check
@@ -45,7 +46,7 @@ def _(t):
     h.load(t.a)
     h.load(t.b)
     t.a.wait_until('[ -c /dev/pcinet-vhost0 ]', 5, what='/dev/pcinet-vhost0')
-    rc, out = t.a.sh('vhost_probe 2>&1', timeout=60)
+    rc, out = t.a.sh('vhost_probe --board 2>&1', timeout=60)
     for line in out.strip().splitlines():
         h.info(line)
     h.expect(rc == 0 and ', 0 failed' in out, f'vhost_probe exited {rc}')

@@ -4,9 +4,11 @@
  * line per check, "N passed, N failed" at the end (the QEMU case of the
  * next session runs it on the device side of a link with virtio regions).
  *
- *   vhost_probe [--info] [DEVICE]      (default /dev/pcinet-vhost0)
+ *   vhost_probe [--info] [--board] [DEVICE]   (default /dev/pcinet-vhost0)
  *
- * --info only prints GET_INFO.  Otherwise: GET_INFO; ADD_DEV refused for
+ * --info only prints GET_INFO.  --board: the peer runs pcinet's board
+ * transport, so the offer must reach its driver: poll() reports its
+ * driver state, GET_DRV says valid and names our dev_gen (within 10 s).  Otherwise: GET_INFO; ADD_DEV refused for
  * bad arguments; a virtio-blk shaped device offered (nothing serves it:
  * a board's driver sees it appear, its status writes stay unanswered);
  * the offsets returned inside the regions; a kick eventfd signalled once
@@ -98,7 +100,7 @@ int main(int argc, char **argv)
 	struct pcinet_vhost_dev dev, bad;
 	struct pcinet_vhost_drv drv;
 	struct pcinet_vhost_vring_fd vf;
-	int info_only = 0, fd, kfd, cfd, mfd, ok, i;
+	int info_only = 0, board = 0, fd, kfd, cfd, mfd, ok, i;
 	unsigned char *map = MAP_FAILED;
 	uint64_t cnt = 0;
 	uint32_t slot;
@@ -106,6 +108,8 @@ int main(int argc, char **argv)
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--info"))
 			info_only = 1;
+		else if (!strcmp(argv[i], "--board"))
+			board = 1;
 		else
 			path = argv[i];
 	}
@@ -180,6 +184,21 @@ int main(int argc, char **argv)
 	ok = !ioctl(fd, PCINET_VHOST_GET_DRV, &drv);
 	check(ok, "get-drv", "valid %u drv_gen 0x%08x status 0x%x seq %u",
 	      drv.valid, drv.drv_gen, drv.status, drv.status_seq);
+	if (board) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int polled = 0, ms;
+
+		for (ms = 0; ms < 10000 && !drv.valid; ms += 100) {
+			polled += poll(&pfd, 1, 100) == 1 && (pfd.revents & POLLIN);
+			drv.slot = slot;
+			if (ioctl(fd, PCINET_VHOST_GET_DRV, &drv))
+				break;
+		}
+		check(drv.valid && drv.drv_gen && drv.dev_gen == dev.dev_gen &&
+		      polled, "board-sees-offer",
+		      "after ~%d ms: drv_gen 0x%08x status 0x%x seq %u, %d polls",
+		      ms, drv.drv_gen, drv.status, drv.status_seq, polled);
+	}
 	drv.slot = PCINET_VHOST_MAX_DEV;
 	check(ioctl(fd, PCINET_VHOST_GET_DRV, &drv) < 0 && errno == ENOENT,
 	      "get-drv-bad-slot", "%s", "");
