@@ -65,3 +65,7 @@ def _(t):
     h.expect(rc != 0, '/dev/pcinet-vhost0 exists without virtio')
     h.unload(t.a, 10)
     h.unload(t.b, 10)
+
+
+if __name__ == '__main__':
+    raise SystemExit(h.main())
