@@ -208,8 +208,9 @@ int main(int argc, char **argv)
 	vf.slot = slot;
 	vf.fd = kfd;
 	ok = !ioctl(fd, PCINET_VHOST_SET_KICK, &vf);
-	check(ok && read(kfd, &cnt, sizeof(cnt)) == sizeof(cnt) && cnt >= 1,
-	      "set-kick", "signalled %llu on binding", (unsigned long long)cnt);
+	ok = ok && read(kfd, &cnt, sizeof(cnt)) == sizeof(cnt);
+	check(ok && cnt >= 1, "set-kick", "signalled %llu on binding",
+	      (unsigned long long)cnt);
 	vf.vq = 1;
 	check(ioctl(fd, PCINET_VHOST_SET_KICK, &vf) < 0 && errno == EINVAL,
 	      "set-kick-bad-vq", "%s", "");
