@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: ((GPL-2.0-only WITH Linux-syscall-note) OR MIT) */
 /*
  * pcinet vhost: the device side of pcinet's virtio channel, for userspace.
- * Implemented by drivers/net/pcinet/pcinet_vhost.c (not yet run in a
- * guest; the ioctl type is still a placeholder); docs/design.md, "Virtio
+ * Implemented by drivers/net/pcinet/pcinet_vhost.c (the ioctl type is
+ * still a placeholder); docs/design.md, "Virtio
  * channel", "The host's character device", is the description.
  *
  * Every link whose window has virtio regions (our dev region and the
