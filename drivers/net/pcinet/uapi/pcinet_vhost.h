@@ -2,8 +2,8 @@
 /*
  * pcinet vhost: the device side of pcinet's virtio channel, for userspace.
  * Implemented by drivers/net/pcinet/pcinet_vhost.c (the ioctl type is
- * still a placeholder); docs/design.md, "Virtio
- * channel", "The host's character device", is the description.
+ * still a placeholder); docs/design.md, "Virtio channel", "The host's
+ * character device", is the description.
  *
  * Every link whose window has virtio regions (our dev region and the
  * peer's drv region) has a character device, /dev/pcinet-vhost<N> for
