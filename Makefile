@@ -31,8 +31,9 @@ debug-kernel:
 	$(TOP)/scripts/debug-kernel.sh
 
 debug-module: debug-kernel
-	mkdir -p $(TOP)/build/debug-module
+	mkdir -p $(TOP)/build/debug-module/uapi
 	cp -u $(SRC)/Makefile $(SRC)/*.[ch] $(TOP)/build/debug-module/
+	cp -u $(SRC)/uapi/*.h $(TOP)/build/debug-module/uapi/
 	. $(TOP)/build/env-debug.sh && \
 		$(MAKE) -C $$KDIR M=$(TOP)/build/debug-module CONFIG_PCINET=m modules
 

@@ -21,6 +21,8 @@ trap cleanup EXIT
 mkdir -p "$src/drivers/net/pcinet"
 cp "$top/dkms.conf" "$src/"
 cp "$top"/drivers/net/pcinet/{Makefile,Kconfig,*.[ch]} "$src/drivers/net/pcinet/"
+mkdir -p "$src/drivers/net/pcinet/uapi"
+cp "$top"/drivers/net/pcinet/uapi/*.h "$src/drivers/net/pcinet/uapi/"
 sed -i "s/^PACKAGE_VERSION=.*/PACKAGE_VERSION=\"$ver\"/" "$src/dkms.conf"
 dkms add -m pcinet -v "$ver" >/dev/null
 for k in "$KVER" "$KVER_61"; do

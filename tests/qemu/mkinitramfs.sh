@@ -132,6 +132,9 @@ for t in pcinet-poke pcinet-memcpy pcinet-ttyperf; do
 	f="$(dirname "$0")/../../tools/testing/pcinet/$t"
 	[ -x "$f" ] && cp "$f" usr/bin/
 done
+# the virtio channel's character device probe, when built (tools/pcinet-vhost)
+f="$(dirname "$0")/../../tools/pcinet-vhost/vhost_probe"
+[ -x "$f" ] && cp "$f" usr/bin/
 # rmmod, then on a kernel with kmemleak (the debug kernel) a scan: whatever
 # the module leaked is printed on the console, where the harness's splat
 # check fails the case ("unreferenced object").  Two scans: kmemleak only

@@ -34,6 +34,8 @@ struct pcinet_backend_ops {
  * struct pcinet_link_cfg - a mapped window, as a backend hands it over
  * @dev: the device, for logging and as parent of the front-ends
  * @win: the whole window, mapped cacheable
+ * @phys: its physical address, for mappings into userspace (the virtio
+ *	channel's memory files); 0: the window cannot be mapped there
  * @size: its size in bytes
  * @side: which side of the window we are, 0 or 1
  * @nr_vectors: doorbell vectors the backend can ring and receive
@@ -43,6 +45,7 @@ struct pcinet_backend_ops {
 struct pcinet_link_cfg {
 	struct device *dev;
 	void *win;
+	phys_addr_t phys;
 	u64 size;
 	unsigned int side;
 	unsigned int nr_vectors;

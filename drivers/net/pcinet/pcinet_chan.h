@@ -82,6 +82,7 @@ struct pcinet_frontend {
 /**
  * struct pcinet_chan_vio - the virtio regions of a link's window
  * @win: our mapping of the window (offset 0)
+ * @phys: its physical address; 0: not mappable into userspace
  * @win_size: its usable size
  * @side: our side of the window
  * @vio: the virtio regions of side 0 and side 1, checked by
@@ -89,6 +90,7 @@ struct pcinet_frontend {
  */
 struct pcinet_chan_vio {
 	u8 *win;
+	phys_addr_t phys;
 	u64 win_size;
 	unsigned int side;
 	struct pcinet_vio_regions vio[2];
@@ -98,6 +100,7 @@ struct pcinet_chan_vio {
 extern const struct pcinet_frontend pcinet_net_frontend;
 extern const struct pcinet_frontend pcinet_tty_frontend;
 extern const struct pcinet_frontend pcinet_vio_frontend;
+extern const struct pcinet_frontend pcinet_vhost_frontend;
 
 int pcinet_chan_index(const struct pcinet_channel *ch);
 struct device *pcinet_chan_dev(const struct pcinet_channel *ch);

@@ -15,6 +15,8 @@
 #define _PCINET_COMPAT_H
 
 #include <linux/compiler.h>
+#include <linux/eventfd.h>
+#include <linux/mm.h>
 #include <linux/slab.h>
 #include <linux/tty.h>
 #include <linux/tty_driver.h>
@@ -156,6 +158,32 @@ static int fn##_compat(struct virtio_device *vdev, unsigned int nvqs,	\
 	int (*)(struct virtio_device *, unsigned int, struct virtqueue *[], \
 		vq_callback_t *[], const char * const [], const bool *,	\
 		struct irq_affinity *)
+#endif
+
+/*
+ * eventfd_signal(): 6.8 dropped the count (always 1).  Chosen by version,
+ * as find_vqs(): a call with the other kernel's arguments does not
+ * compile, even in the branch __builtin_choose_expr() discards.
+ */
+#define PCINET_COMPAT_EVENTFD_NO_COUNT					\
+	(LINUX_VERSION_MAJOR > 6 ||					\
+	 (LINUX_VERSION_MAJOR == 6 && LINUX_VERSION_PATCHLEVEL >= 8))
+
+/* vm_flags_set(): 6.3 made vm_flags read-only outside its helpers. */
+#define PCINET_COMPAT_VM_FLAGS_SET					\
+	(LINUX_VERSION_MAJOR > 6 ||					\
+	 (LINUX_VERSION_MAJOR == 6 && LINUX_VERSION_PATCHLEVEL >= 3))
+
+#if PCINET_COMPAT_VM_FLAGS_SET
+#define pcinet_compat_vm_flags_set(vma, flags)	vm_flags_set(vma, flags)
+#else
+#define pcinet_compat_vm_flags_set(vma, flags)	((vma)->vm_flags |= (flags))
+#endif
+
+#if PCINET_COMPAT_EVENTFD_NO_COUNT
+#define pcinet_compat_eventfd_signal(ctx)	eventfd_signal(ctx)
+#else
+#define pcinet_compat_eventfd_signal(ctx)	eventfd_signal(ctx, 1)
 #endif
 
 #endif /* _PCINET_COMPAT_H */

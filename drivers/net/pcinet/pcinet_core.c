@@ -19,10 +19,11 @@
 
 #include "pcinet_link.h"
 
-const struct pcinet_frontend *const pcinet_frontends[PCINET_NR_CHAN] = {
+const struct pcinet_frontend *const pcinet_frontends[PCINET_NR_FRONTENDS] = {
 	[PCINET_CHAN_NET] = &pcinet_net_frontend,
 	[PCINET_CHAN_TTY] = &pcinet_tty_frontend,
 	[PCINET_CHAN_VIRTIO] = &pcinet_vio_frontend,
+	[PCINET_NR_CHAN] = &pcinet_vhost_frontend,
 };
 
 /* Module-wide teardown of the first @n front-ends, in reverse. */
@@ -42,10 +43,14 @@ static int __init pcinet_init(void)
 	const struct pcinet_frontend *fe;
 	int c, err;
 
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
+	for (c = 0; c < PCINET_NR_FRONTENDS; c++) {
 		fe = pcinet_frontends[c];
-		if (fe && fe->chan != c) {
-			/* The link finds a channel's front-end by its index. */
+		/*
+		 * The link finds a channel's front-end by its index; a
+		 * further user shares no byte ring with another.
+		 */
+		if (fe && (c < PCINET_NR_CHAN ? fe->chan != c :
+			   fe->chan < PCINET_NR_RING_CHAN)) {
 			pr_err("front-end %s listed for channel %d\n", fe->name, c);
 			err = -EINVAL;
 			goto abort_with_frontends;
@@ -70,7 +75,7 @@ module_init(pcinet_init);
 static void __exit pcinet_exit(void)
 {
 	pcinet_ivshmem_unregister();
-	pcinet_frontends_exit(PCINET_NR_CHAN);
+	pcinet_frontends_exit(PCINET_NR_FRONTENDS);
 }
 module_exit(pcinet_exit);
 

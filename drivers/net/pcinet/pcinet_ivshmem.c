@@ -223,6 +223,7 @@ static int pcinet_ivshmem_probe(struct pci_dev *pdev,
 
 	cfg.dev = &pdev->dev;
 	cfg.win = iv->win;
+	cfg.phys = start;
 	cfg.size = len;
 	cfg.side = pos;
 	cfg.nr_vectors = iv->nr_vectors;

@@ -124,11 +124,13 @@ struct pcinet_channel {
  * @peer: the other side
  * @nr_vectors: doorbell vectors usable in both directions
  * @win: the window
+ * @win_phys: its physical address (0: unknown)
  * @win_size: its usable size
  * @hdr: the window header (platform-written)
  * @in: our control inbox (the peer writes it)
  * @out: the peer's control inbox (we write it)
- * @chan: per-channel rings and front-end
+ * @chan: a handle per front-end of the core's table: entry c below
+ *	PCINET_NR_CHAN is channel c (and holds its rings)
  * @work: runs the state machine
  * @timer: heartbeat
  * @lock: serialises the state machine, attach and detach
@@ -171,11 +173,12 @@ struct pcinet_link {
 	unsigned int peer;
 	unsigned int nr_vectors;
 	u8 *win;
+	phys_addr_t win_phys;
 	u64 win_size;
 	const struct pcinet_win_hdr *hdr;
 	const struct pcinet_ctrl *in;
 	struct pcinet_ctrl *out;
-	struct pcinet_channel chan[PCINET_NR_CHAN];
+	struct pcinet_channel chan[PCINET_NR_FRONTENDS];
 
 	struct work_struct work;
 	struct timer_list timer;
@@ -237,8 +240,13 @@ static u32 pcinet_link_features(const struct pcinet_link *link)
 {
 	u32 f = PCINET_LINK_FEATURES;
 
-	if (link->has_vio && link->chan[PCINET_CHAN_VIRTIO].ops)
-		f |= PCINET_F_VIRTIO;
+	int c;
+
+	if (!link->has_vio)
+		return f;
+	for (c = 0; c < PCINET_NR_FRONTENDS; c++)
+		if (link->chan[c].chan == PCINET_CHAN_VIRTIO && link->chan[c].ops)
+			f |= PCINET_F_VIRTIO;
 	return f;
 }
 
@@ -252,7 +260,7 @@ static void pcinet_link_down(struct pcinet_link *link, const char *why)
 		return;
 	WRITE_ONCE(link->up, false);
 	link->peer_open = 0;
-	for (c = 0; c < PCINET_NR_CHAN; c++)
+	for (c = 0; c < PCINET_NR_FRONTENDS; c++)
 		if (link->chan[c].ops)
 			link->chan[c].ops->stop(link->chan[c].priv);
 	dev_info_ratelimited(link->dev, "link %d down: %s\n", link->index, why);
@@ -324,7 +332,7 @@ static void pcinet_link_tick_chans(struct pcinet_link *link)
 	const struct pcinet_chan_ops *ops;
 	int c;
 
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
+	for (c = 0; c < PCINET_NR_FRONTENDS; c++) {
 		ops = link->chan[c].ops;
 		if (ops && ops->tick && (link->up || ops->while_down))
 			ops->tick(link->chan[c].priv);
@@ -346,7 +354,7 @@ static void pcinet_link_follow_peer(struct pcinet_link *link, bool alive,
 	if (link->peer_alive && (!alive || detached)) {
 		WRITE_ONCE(link->peer_alive, false);
 		WRITE_ONCE(link->peer_features, 0);
-		for (c = 0; c < PCINET_NR_CHAN; c++)
+		for (c = 0; c < PCINET_NR_FRONTENDS; c++)
 			if (link->chan[c].ops && link->chan[c].ops->peer_gone)
 				link->chan[c].ops->peer_gone(link->chan[c].priv);
 	}
@@ -471,7 +479,7 @@ static void pcinet_link_work(struct work_struct *work)
 		WRITE_ONCE(link->up, true);
 		dev_info_ratelimited(link->dev, "link %d up (side %u)\n",
 				     link->index, link->side);
-		for (c = 0; c < PCINET_NR_CHAN; c++)
+		for (c = 0; c < PCINET_NR_FRONTENDS; c++)
 			if (link->chan[c].ops)
 				link->chan[c].ops->start(link->chan[c].priv);
 	}
@@ -480,8 +488,9 @@ static void pcinet_link_work(struct work_struct *work)
 		open = pcinet_in(&link->in->chan_open);
 		changed = open ^ link->peer_open;
 		link->peer_open = open;
-		for (c = 0; c < PCINET_NR_CHAN; c++)
-			if ((changed & BIT(c)) && link->chan[c].ops)
+		for (c = 0; c < PCINET_NR_FRONTENDS; c++)
+			if ((changed & BIT(link->chan[c].chan)) &&
+			    link->chan[c].ops)
 				link->chan[c].ops->peer_changed(link->chan[c].priv);
 	}
 	pcinet_link_tick_chans(link);
@@ -545,15 +554,15 @@ bool pcinet_window_is_pcinet(const void *win, u64 size)
 }
 
 /* Create a front-end on its channel; NULL from it is no front-end. */
-static int pcinet_link_create_frontend(struct pcinet_link *link,
-				       const struct pcinet_frontend *fe)
+static int pcinet_link_create_frontend(struct pcinet_link *link, int c)
 {
+	const struct pcinet_frontend *fe = pcinet_frontends[c];
 	struct pcinet_channel *ch;
 	void *p;
 
 	if (!fe)
 		return 0;
-	ch = &link->chan[fe->chan];
+	ch = &link->chan[c];
 	p = fe->create(ch);
 	if (IS_ERR(p))
 		return PTR_ERR(p);
@@ -571,7 +580,7 @@ static void pcinet_link_destroy_frontends(struct pcinet_link *link, int n)
 		fe = pcinet_frontends[n];
 		if (!fe)
 			continue;
-		ch = &link->chan[fe->chan];
+		ch = &link->chan[n];
 		if (ch->fe)
 			fe->destroy(ch->fe);
 		ch->fe = NULL;
@@ -612,6 +621,7 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 	link->peer = !cfg->side;
 	link->nr_vectors = min(cfg->nr_vectors, lay.nr_vectors);
 	link->win = win;
+	link->win_phys = cfg->phys;
 	link->win_size = lay.win_size;
 	link->hdr = cfg->win;
 	link->in = (const struct pcinet_ctrl *)(win + lay.ctrl_off[link->side]);
@@ -626,9 +636,10 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 
 	link->has_vio = lay.has_vio;
 	memcpy(link->vio, lay.vio, sizeof(link->vio));
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
+	for (c = 0; c < PCINET_NR_FRONTENDS; c++) {
 		link->chan[c].link = link;
-		link->chan[c].chan = c;
+		link->chan[c].chan = c < PCINET_NR_CHAN || !pcinet_frontends[c] ?
+				     c : pcinet_frontends[c]->chan;
 	}
 	for (c = 0; c < PCINET_NR_RING_CHAN; c++) {
 		struct pcinet_ring_loc *rl = &lay.ring[link->side][c];
@@ -660,8 +671,8 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 		goto abort_with_link;
 	link->index = err;
 
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
-		err = pcinet_link_create_frontend(link, pcinet_frontends[c]);
+	for (c = 0; c < PCINET_NR_FRONTENDS; c++) {
+		err = pcinet_link_create_frontend(link, c);
 		if (err)
 			goto abort_with_frontends;
 	}
@@ -735,7 +746,7 @@ void pcinet_link_stop(struct pcinet_link *link)
 void pcinet_link_destroy(struct pcinet_link *link)
 {
 	pcinet_link_stop(link);
-	pcinet_link_destroy_frontends(link, PCINET_NR_CHAN);
+	pcinet_link_destroy_frontends(link, PCINET_NR_FRONTENDS);
 	/*
 	 * The front-ends' teardown may still have queued the work (a fault
 	 * raised on the way out); it returns at once now, but must not run
@@ -763,9 +774,9 @@ void pcinet_link_doorbell(struct pcinet_link *link, unsigned int vector)
 	vector = pcinet_vector_in_use(vector, link->nr_vectors);
 	if (vector == PCINET_VEC_LINK)
 		schedule_work(&link->work);
-	for (c = 0; c < PCINET_NR_CHAN; c++) {
+	for (c = 0; c < PCINET_NR_FRONTENDS; c++) {
 		s = &link->chan[c];
-		if (vector != pcinet_vector_in_use(pcinet_chan_vector(c),
+		if (vector != pcinet_vector_in_use(pcinet_chan_vector(s->chan),
 						   link->nr_vectors))
 			continue;
 		ops = READ_ONCE(s->ops);
@@ -1006,6 +1017,7 @@ int pcinet_chan_vio(const struct pcinet_channel *ch, struct pcinet_chan_vio *v)
 	if (!link->has_vio)
 		return -ENODEV;
 	v->win = link->win;
+	v->phys = link->win_phys;
 	v->win_size = link->win_size;
 	v->side = link->side;
 	memcpy(v->vio, link->vio, sizeof(v->vio));

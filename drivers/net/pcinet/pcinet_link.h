@@ -18,10 +18,15 @@
 #include "pcinet_chan.h"
 
 /*
- * Indexed by channel, NULL where a channel has no front-end.  The link
+ * The core's table of front-ends, PCINET_NR_FRONTENDS entries: entry c
+ * below PCINET_NR_CHAN is channel c's front-end (NULL: none); the entries
+ * after them are further users of a channel without a byte ring (the
+ * virtio channel's device side, pcinet_vhost.c, beside its driver side).
+ * The link gives every entry a handle of its own (struct pcinet_channel),
  * creates a link's front-ends in this order and destroys them in reverse;
  * the core runs their @init in this order and their @exit in reverse.
  */
-extern const struct pcinet_frontend *const pcinet_frontends[PCINET_NR_CHAN];
+#define PCINET_NR_FRONTENDS	(PCINET_NR_CHAN + 1)
+extern const struct pcinet_frontend *const pcinet_frontends[PCINET_NR_FRONTENDS];
 
 #endif /* _PCINET_LINK_H */

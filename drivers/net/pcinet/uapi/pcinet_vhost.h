@@ -1,10 +1,19 @@
 /* SPDX-License-Identifier: ((GPL-2.0-only WITH Linux-syscall-note) OR MIT) */
 /*
  * pcinet vhost: the device side of pcinet's virtio channel, for userspace.
- * DRAFT: no driver implements it yet; docs/design.md, "Virtio channel",
- * "The host's character device", is the description.
+ * Implemented by drivers/net/pcinet/pcinet_vhost.c (the ioctl type is
+ * still a placeholder); docs/design.md, "Virtio channel", "The host's
+ * character device", is the description.
  *
- * Every link has a character device, /dev/pcinet-vhost<N> for pcinet<N>.
+ * Every link whose window has virtio regions (our dev region and the
+ * peer's drv region) has a character device, /dev/pcinet-vhost<N> for
+ * pcinet<N> (root only, 0600).  Errors: EINVAL a bad argument (pads and
+ * the queues past nr_vq must be zero; out fields are ignored), ENOENT a
+ * slot this control file did not offer, EBUSY every slot taken, ENOSPC
+ * no room in a region, ENODEV the link is gone (poll() then reports
+ * EPOLLHUP), EOPNOTSUPP a memory file on a backend that cannot map the
+ * window into userspace.
+ *
  * Opening it gives a *control* file: through it a process (pcinet-vhost)
  * offers virtio devices to the peer, reads what the peer's driver does
  * with them, answers it, and binds eventfds to the doorbells.  The devices
