@@ -322,7 +322,9 @@ def virtio_bench(args, progress, fig):
     'ratios', 'runs', 'errors', 'splats', 'guest')."""
     reps, secs = args.reps, args.storage_secs
     sec = {'secs': secs, 'reps': reps, 'mib': MIB, 'mtu': MTU,
-           'targets': TARGETS, 'labels': {n: f'{lab}, {u}' for n, lab, u in FIGURES}, 'figures': {}, 'ratios': {}, 'runs': [],
+           'targets': TARGETS,
+           'labels': {n: f'{lab}, {u}' for n, lab, u in FIGURES},
+           'figures': {}, 'ratios': {}, 'runs': [],
            'errors': [], 'splats': [], 'guest': {}}
     sec['plan'] = (f'fio {secs} s per run after a {FIO_RAMP} s ramp (io_uring, '
                    f'O_DIRECT, the {MIB} MiB device), {reps} repetitions, the two '

@@ -241,7 +241,8 @@ def _(t):
             # the holder keeps /dev/vda open: dd's close is not the last,
             # which would write the device's dirty pages back itself
             pat = t.a.run(NO_WRITEBACK + '(sleep 3600 </dev/vda &) && '
-                          f'dd if=/tmp/pat of=/dev/vda bs=1M seek={RAW_OFF_MIB} '
+                          'dd if=/tmp/pat of=/dev/vda bs=1M '
+                          f'seek={RAW_OFF_MIB} '
                           '2>/dev/null && sha256sum /tmp/pat',
                           timeout=120).split()[0]
             before = peer.image_sha(RAW_OFF_MIB, 8)
