@@ -148,6 +148,7 @@ DEBUG_CASES=(
 	=fault-ctrl0 =fault-net1 =fault-integrity =fault-doorbells
 	=fault-rmmod-scribbled =fault-tty-integrity =peer-cycles =peer-hostile-crc
 	=virtio-blk =virtio-withdraw =virtio-blk-ext4 =virtio-blk-sync-kill
+	=virtio-blk-fio
 )
 
 rounds=${REPEAT:-1}

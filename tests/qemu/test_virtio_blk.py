@@ -18,19 +18,13 @@ Cases:
                         4 MiB), its sha256 list taken, umount; on the host
                         e2fsck -fn is clean and debugfs's rdump of the image
                         holds the same files with the same sha256s, and no
-                        others.  A kernel without ext4 (the debug kernel):
-                        the tree made in tmpfs and written by
-                        `mkfs.ext4 -d` (mke2fs's own writes through the
-                        block device), the same checks on the host
+                        others
   virtio-blk-sync-kill  8 MiB written with periodic writeback off, so it
                         sits in the board's page cache: not yet in the image
                         (so the check below can fail); then `sync` and QEMU
-                        SIGKILLed the moment it returns: the image holds it.
-                        With ext4: a file on ext4, the check on a copy of the
-                        image whose journal e2fsck replayed, clean after;
-                        without: written to /dev/vda while another opener
-                        keeps the device's last close (and its implicit
-                        sync) from happening
+                        SIGKILLed the moment it returns: the image holds it
+                        (a file on ext4, the check on a copy of the image
+                        whose journal e2fsck replayed, clean after)
   virtio-blk-fio        fio on /dev/vda: 4 KiB random writes verified as
                         they go (--verify=crc32c, verify_backlog) for 20 s
                         (the issue's minute is too long under TCG: one pass
@@ -38,10 +32,10 @@ Cases:
                         then 10 s of 4 KiB random read+write at iodepth
                         128, the queue's whole depth (nr_tags) in flight:
                         when the bounce pool runs short, submissions wait;
-                        no error from fio, no I/O error in dmesg.  Skips
-                        on a kernel without SysV IPC (the debug kernel):
-                        fio allocates its job area with shmget, even with
-                        --thread
+                        no error from fio, no I/O error in dmesg
+
+Both kernels have ext4 and SysV IPC (fio allocates its job area with
+shmget, even with --thread): the debug kernel's config carries them.
 """
 
 import hashlib
@@ -97,11 +91,6 @@ def started(t):
         peer.close()
         raise
     return peer
-
-
-def has_ext4(t):
-    """Does the board's kernel have ext4 (the debug kernel has not)?"""
-    return t.a.sh('grep -qw ext4 /proc/filesystems')[0] == 0
 
 
 def mkfs_mount(t):
@@ -168,17 +157,10 @@ def _(t):
     peer = started(t)
     try:
         t0 = time.monotonic()
-        if has_ext4(t):
-            mkfs_mount(t)
-            n = int(t.a.run(tree_script(MNT), timeout=600).split()[-1])
-            t.a.run(f'umount {MNT}', timeout=120)
-            how = 'into a mounted ext4'
-        else:
-            n = int(t.a.run(tree_script('/tmp/tree'), timeout=600).split()[-1])
-            t.a.run('mkfs.ext4 -F -q -d /tmp/tree /dev/vda 2>&1 && sync',
-                    timeout=600)
-            how = 'by mkfs.ext4 -d (no ext4 in this kernel)'
-        h.info(f'{n} files written {how} in {time.monotonic() - t0:.1f} s')
+        mkfs_mount(t)
+        n = int(t.a.run(tree_script(MNT), timeout=600).split()[-1])
+        t.a.run(f'umount {MNT}', timeout=120)
+        h.info(f'{n} files written into ext4 in {time.monotonic() - t0:.1f} s')
         h.expect(n == TREE_FILES + 1, f'{n} files listed, '
                  f'{TREE_FILES + 1} written')
         sums = parse_sums(t.a.run('cat /tmp/tree.sha'))
@@ -206,7 +188,6 @@ def _(t):
 NO_WRITEBACK = ('echo 0 >/proc/sys/vm/dirty_writeback_centisecs && '
                 'echo 360000 >/proc/sys/vm/dirty_expire_centisecs && '
                 'head -c 8388608 /dev/urandom >/tmp/pat && ')
-RAW_OFF_MIB = 8
 
 
 def synced_file(t, img, name):
@@ -230,22 +211,11 @@ def _(t):
     """Written, `sync`, the board killed at once: the image holds it."""
     peer = started(t)
     try:
-        ext4 = has_ext4(t)
-        if ext4:
-            # ext4's delayed allocation keeps even the blocks unallocated
-            mkfs_mount(t)
-            pat = t.a.run(NO_WRITEBACK + f'cp /tmp/pat {MNT}/data && '
-                          'sha256sum /tmp/pat', timeout=120).split()[0]
-            before = synced_file(t, peer.img, 'before')
-        else:
-            # the holder keeps /dev/vda open: dd's close is not the last,
-            # which would write the device's dirty pages back itself
-            pat = t.a.run(NO_WRITEBACK + '(sleep 3600 </dev/vda &) && '
-                          'dd if=/tmp/pat of=/dev/vda bs=1M '
-                          f'seek={RAW_OFF_MIB} '
-                          '2>/dev/null && sha256sum /tmp/pat',
-                          timeout=120).split()[0]
-            before = peer.image_sha(RAW_OFF_MIB, 8)
+        # ext4's delayed allocation keeps even the blocks unallocated
+        mkfs_mount(t)
+        pat = t.a.run(NO_WRITEBACK + f'cp /tmp/pat {MNT}/data && '
+                      'sha256sum /tmp/pat', timeout=120).split()[0]
+        before = synced_file(t, peer.img, 'before')
         h.expect(before != pat, 'the data reached the image before the '
                  'sync: this case would not notice a flush ignored')
         t0 = time.monotonic()
@@ -254,12 +224,9 @@ def _(t):
         t.mark_dirty('the board was killed')
         h.info(f'sync returned, board killed '
                f'{time.monotonic() - t0:.1f} s after the sync started '
-               f'({"a file on ext4" if ext4 else "/dev/vda itself"})')
-        if ext4:
-            got = synced_file(t, peer.img, 'after')
-            h.expect(got is not None, 'the file is not in the image')
-        else:
-            got = peer.image_sha(RAW_OFF_MIB, 8)
+               '(a file on ext4)')
+        got = synced_file(t, peer.img, 'after')
+        h.expect(got is not None, 'the file is not in the image')
         h.expect(got == pat, f'in the image: {got}, written {pat}')
     finally:
         peer.close()
@@ -287,9 +254,6 @@ def fio(t, args, secs):
 def _(t):
     """fio --verify=crc32c for 20 s, then iodepth 128 for 10 s: no error."""
     need_tools()
-    if t.a.sh('[ -d /proc/sysvipc ]')[0]:
-        h.skip('fio needs SysV shared memory (shmget), which this kernel '
-               'lacks (the debug kernel: no CONFIG_SYSVIPC)')
     peer = started(t)
     try:
         tags = t.a.run('cat /sys/block/vda/mq/*/nr_tags 2>/dev/null | '
