@@ -14,20 +14,44 @@ eventfds and the memory file, and withdraws it; b sees it come and go
 (its driver's status writes stay unanswered): vhost_probe --board
 checks that b's transport registered it (GET_DRV valid, poll()).
 
+Stage 3 (docs/design.md, "Test plan"): the product path, both sides in
+QEMU.  a runs pcinet-vhost (tools/pcinet-vhost, in the initramfs with
+qemu-storage-daemon and virtiofsd when built), the back ends on a's
+tmpfs; b only loads pcinet:
+
+    +---- a (QEMU): the host ---------+             +---- b: the board ---+
+    | pcinet-vhost --link pcinet0     |             | pcinet.ko transport |
+    |   --blk /tmp/board.img          |<== fabric ==>| virtio_blk /dev/vda |
+    |   qemu-storage-daemon (child)   |             |                     |
+    | pcinet.ko /dev/pcinet-vhost0    |             |                     |
+    +---------------------------------+             +---------------------+
+
 Cases:
-  vhost-probe  /dev/pcinet-vhost0 on a; vhost_probe passes every check
-  vhost-off    a window without virtio regions: no /dev/pcinet-vhost0,
-               and net still comes up
+  vhost-probe     /dev/pcinet-vhost0 on a; vhost_probe passes every check
+  vhost-off       a window without virtio regions: no /dev/pcinet-vhost0,
+                  and net still comes up
+  vhost-blk       pcinet-vhost --blk on a: /dev/vda on b unprompted, its
+                  size; 16 MiB of random bytes written on b read back
+                  equal after drop_caches, and equal in a's image (sha256)
+  vhost-withdraw  SIGTERM to pcinet-vhost: it exits 0 and /dev/vda goes
+                  from b within 2 s; started again: back, with its data
 """
 
 import os
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pcinet_harness as h  # noqa: E402
 
 PROBE = h.ROOT / 'tools/pcinet-vhost/vhost_probe'
+VHOST = h.ROOT / 'tools/pcinet-vhost/pcinet-vhost'
+IMG = '/tmp/board.img'
+IMG_MIB = 64
+PAT_MIB = 16
+PAT_OFF_MIB = 4
+LOG = '/tmp/pcinet-vhost.log'
 
 h.configure(machines=('a', 'b'), extra_modules=[h.PCINET_KO],
             fabric_size='64M', fabric_vio='8M', vectors=4)
@@ -65,6 +89,140 @@ def _(t):
     h.expect(rc != 0, '/dev/pcinet-vhost0 exists without virtio')
     h.unload(t.a, 10)
     h.unload(t.b, 10)
+
+
+def need_vhost(t):
+    if not os.access(VHOST, os.X_OK):
+        h.skip('pcinet-vhost not built (make -C tools/pcinet-vhost '
+               'pcinet-vhost)')
+    rc, _ = t.a.sh('command -v qemu-storage-daemon')
+    if rc:
+        h.skip('qemu-storage-daemon not in the initramfs')
+
+
+def vhost_start(t, args, wait='offered'):
+    """pcinet-vhost on a in the background (its log in LOG, its exit
+    status into /tmp/pcinet-vhost.rc); waits for its log line `wait`."""
+    mark = int(t.a.run(f'[ -f {LOG} ] && wc -c <{LOG} || echo 0').strip())
+    t.a.run('rm -f /tmp/pcinet-vhost.rc; '
+            f'(pcinet-vhost --link pcinet0 {args}; echo $? '
+            f'>/tmp/pcinet-vhost.rc) </dev/null >>{LOG} 2>&1 &')
+    t.a.wait_until(f'tail -c +{mark + 1} {LOG} | grep -q ": {wait}"', 30,
+                   what=f'pcinet-vhost: "{wait}"', show=f'cat {LOG}')
+
+
+def vhost_stop(t):
+    """SIGTERM to pcinet-vhost; its exit status."""
+    t.a.run('kill -TERM $(pidof pcinet-vhost)')
+    took = t.a.wait_until('[ -s /tmp/pcinet-vhost.rc ]', 10,
+                          what='pcinet-vhost exits', show=f'cat {LOG}')
+    h.info(f'pcinet-vhost exited {took:.2f} s after SIGTERM')
+    return int(t.a.run('cat /tmp/pcinet-vhost.rc').strip())
+
+
+def vhost_cleanup(t):
+    """Whatever is left of pcinet-vhost and its back ends; its log."""
+    try:
+        t.a.sh('kill -TERM $(pidof pcinet-vhost) 2>/dev/null; sleep 0.5; '
+               'kill -9 $(pidof pcinet-vhost qemu-storage-daemon virtiofsd) '
+               '2>/dev/null; true')
+        _, out = t.a.sh(f'cat {LOG}')
+    except Exception as e:  # the case's own failure matters more
+        h.info(f'a: no log ({e})')
+        return
+    for line in out.strip().splitlines()[-40:]:
+        h.info('a: ' + line)
+
+
+def wait_vda(t, timeout=60):
+    took = t.b.wait_until('[ -b /dev/vda ]', timeout, what='/dev/vda on b',
+                          show='ls /sys/bus/virtio/devices/ /sys/block; '
+                          'dmesg | grep -iE "pcinet|virtio" | tail -n 15')
+    h.info(f'/dev/vda on b after {took:.1f} s')
+    size = int(t.b.run('cat /sys/block/vda/size').strip())
+    h.expect(size == IMG_MIB << 11,
+             f'/dev/vda has {size} sectors, the image {IMG_MIB << 11}')
+
+
+def b_write(t, off_mib, mib, timeout):
+    """mib MiB of random bytes written to b's /dev/vda (fsync); sha256."""
+    pat = t.b.run(f'dd if=/dev/urandom of=/tmp/pat bs=1M count={mib} '
+                  '2>/dev/null && sha256sum /tmp/pat').split()[0]
+    t.b.run(f'dd if=/tmp/pat of=/dev/vda bs=1M seek={off_mib} '
+            'conv=fsync 2>&1', timeout=timeout)
+    return pat
+
+
+def b_sha(t, off_mib, mib):
+    """sha256 of b's /dev/vda bytes, read past the page cache."""
+    return t.b.run('sync; echo 3 >/proc/sys/vm/drop_caches; '
+                   f'dd if=/dev/vda bs=1M skip={off_mib} count={mib} '
+                   '2>/dev/null | sha256sum', timeout=600).split()[0]
+
+
+def a_sha(t, off_mib, mib):
+    """sha256 of a's image file at the same place."""
+    return t.a.run(f'dd if={IMG} bs=1M skip={off_mib} count={mib} '
+                   '2>/dev/null | sha256sum', timeout=120).split()[0]
+
+
+def blk_started(t):
+    """Both sides loaded, the image on a's tmpfs, pcinet-vhost --blk
+    offering it, /dev/vda on b."""
+    need_vhost(t)
+    h.load(t.a)
+    h.load(t.b)
+    t.a.wait_until('[ -c /dev/pcinet-vhost0 ]', 5, what='/dev/pcinet-vhost0')
+    t.a.run(f'rm -f {IMG} {LOG}; truncate -s {IMG_MIB}M {IMG}')
+    vhost_start(t, f'--blk {IMG}')
+    wait_vda(t)
+
+
+@h.case('vhost-blk', fresh=True)
+def _(t):
+    """/dev/vda on b served by pcinet-vhost on a: 16 MiB written on b,
+    read back equal, equal in a's image."""
+    try:
+        blk_started(t)
+        t0 = time.monotonic()
+        pat = b_write(t, PAT_OFF_MIB, PAT_MIB, timeout=600)
+        h.info(f'{PAT_MIB} MiB made and written on b in '
+               f'{time.monotonic() - t0:.1f} s')
+        back = b_sha(t, PAT_OFF_MIB, PAT_MIB)
+        h.expect(back == pat, f'read back {back}, written {pat}')
+        img = a_sha(t, PAT_OFF_MIB, PAT_MIB)
+        h.expect(img == pat, f"a's image {img}, written {pat}")
+        rc = vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+        t.b.wait_until('! [ -b /dev/vda ]', 5, what='/dev/vda gone')
+        h.unload(t.a, 10)
+        h.unload(t.b, 10)
+    finally:
+        vhost_cleanup(t)
+
+
+@h.case('vhost-withdraw', fresh=True)
+def _(t):
+    """SIGTERM to pcinet-vhost: /dev/vda goes from b within 2 s; back
+    after a restart, with the data written before."""
+    try:
+        blk_started(t)
+        pat = b_write(t, 1, 1, timeout=120)
+        rc = vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+        took = t.b.wait_until('! [ -b /dev/vda ]', 2, what='/dev/vda gone',
+                              show='ls /sys/block; dmesg | tail -n 10')
+        h.info(f'/dev/vda gone from b {took:.2f} s after the exit')
+        vhost_start(t, f'--blk {IMG}')
+        wait_vda(t)
+        back = b_sha(t, 1, 1)
+        h.expect(back == pat, f'after the restart: {back}, written {pat}')
+        rc = vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+        h.unload(t.a, 10)
+        h.unload(t.b, 10)
+    finally:
+        vhost_cleanup(t)
 
 
 if __name__ == '__main__':
