@@ -33,6 +33,10 @@ Cases:
   vhost-blk       pcinet-vhost --blk on a: /dev/vda on b unprompted, its
                   size; 16 MiB of random bytes written on b read back
                   equal after drop_caches, and equal in a's image (sha256)
+  vhost-fs        pcinet-vhost --blk ... --fs /tmp/share:share on a (the
+                  issue's command line): on b, /dev/vda and `mount -t
+                  virtiofs share /mnt`; a file written on a reads the same
+                  on b, one written on b the same on a (sha256, 1 MiB each)
   vhost-withdraw  SIGTERM to pcinet-vhost: it exits 0 and /dev/vda goes
                   from b within 2 s; started again: back, with its data
 """
@@ -195,6 +199,48 @@ def _(t):
         rc = vhost_stop(t)
         h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
         t.b.wait_until('! [ -b /dev/vda ]', 5, what='/dev/vda gone')
+        h.unload(t.a, 10)
+        h.unload(t.b, 10)
+    finally:
+        vhost_cleanup(t)
+
+
+@h.case('vhost-fs', fresh=True)
+def _(t):
+    """virtio-fs beside virtio-blk: files cross both ways intact."""
+    need_vhost(t)
+    rc, _ = t.a.sh('[ -x /usr/lib/qemu/virtiofsd ]')
+    if rc:
+        h.skip('virtiofsd not in the initramfs')
+    try:
+        h.load(t.a)
+        h.load(t.b)
+        t.a.wait_until('[ -c /dev/pcinet-vhost0 ]', 5,
+                       what='/dev/pcinet-vhost0')
+        a_pat = t.a.run(f'rm -rf {IMG} {LOG} /tmp/share; mkdir /tmp/share; '
+                        f'truncate -s {IMG_MIB}M {IMG}; '
+                        'dd if=/dev/urandom of=/tmp/share/from-a bs=1M '
+                        'count=1 2>/dev/null; sha256sum /tmp/share/from-a'
+                        ).split()[0]
+        vhost_start(t, f'--blk {IMG} --fs /tmp/share:share',
+                    wait='fs0: offered')
+        wait_vda(t)
+        took = t.b.wait_until('grep -q 0x001a /sys/bus/virtio/devices/*/device',
+                              30, what='a virtio-fs device on b',
+                              show='cat /sys/bus/virtio/devices/*/device; '
+                              'dmesg | tail -n 15')
+        h.info(f'virtio-fs device on b after {took:.1f} s')
+        t.b.run('mkdir -p /mnt && mount -t virtiofs share /mnt', timeout=30)
+        got = t.b.run('sha256sum /mnt/from-a', timeout=60).split()[0]
+        h.expect(got == a_pat, f'b reads {got}, a wrote {a_pat}')
+        b_pat = t.b.run('dd if=/dev/urandom of=/tmp/from-b bs=1M count=1 '
+                        '2>/dev/null && cp /tmp/from-b /mnt/from-b && sync '
+                        '&& sha256sum /tmp/from-b', timeout=60).split()[0]
+        got = t.a.run('sha256sum /tmp/share/from-b').split()[0]
+        h.expect(got == b_pat, f'a reads {got}, b wrote {b_pat}')
+        t.b.run('umount /mnt', timeout=30)
+        rc = vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
         h.unload(t.a, 10)
         h.unload(t.b, 10)
     finally:

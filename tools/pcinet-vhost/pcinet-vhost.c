@@ -128,8 +128,7 @@ static struct {
 	const char *virtiofsd;
 } G = { .ctl = -1, .sigfd = -1 };
 
-static __attribute__((format(printf, 2, 3)))
-void pv_log(const struct pv_dev *d, const char *fmt, ...)
+static __printf(2, 3) void pv_log(const struct pv_dev *d, const char *fmt, ...)
 {
 	struct timespec ts;
 	va_list ap;
@@ -399,6 +398,7 @@ static int offer(struct pv_dev *d)
 {
 	struct pcinet_vhost_dev *v = &d->dev;
 	unsigned int q;
+	char spans[96];
 	int err;
 
 	memset(v, 0, sizeof(*v));
@@ -442,12 +442,14 @@ static int offer(struct pv_dev *d)
 	d->drv_gen = 0;
 	d->answered = false;
 	d->feat_ok = false;
-	pv_log(d, "offered: slot %u, dev_gen 0x%08x, features 0x%llx, %u queue%s, spans 0x%llx+0x%llx 0x%llx+0x%llx",
+	snprintf(spans, sizeof(spans), "spans 0x%llx+0x%llx 0x%llx+0x%llx",
+		 (unsigned long long)v->dev_span_off,
+		 (unsigned long long)v->dev_span_size,
+		 (unsigned long long)v->drv_span_off,
+		 (unsigned long long)v->drv_span_size);
+	pv_log(d, "offered: slot %u, dev_gen 0x%08x, features 0x%llx, %u queue%s, %s",
 	       v->slot, v->dev_gen, (unsigned long long)v->features, d->nr_vq,
-	       d->nr_vq > 1 ? "s" : "", (unsigned long long)v->dev_span_off,
-	       (unsigned long long)v->dev_span_size,
-	       (unsigned long long)v->drv_span_off,
-	       (unsigned long long)v->drv_span_size);
+	       d->nr_vq > 1 ? "s" : "", spans);
 	return 0;
 fail:
 	offer_drop(d, true);
@@ -712,9 +714,9 @@ static int ctl_open(void)
 	}
 	G.waiting = false;
 	G.ctl = fd;
-	pv_log(NULL, "%s open: side %u, dev region 0x%llx+0x%llx, peer's drv region 0x%llx+0x%llx, peer %s",
+	pv_log(NULL, "%s open: side %u, dev region 0x%llx+0x%llx, %s 0x%llx+0x%llx, peer %s",
 	       G.cdev, info.side, (unsigned long long)info.dev_off,
-	       (unsigned long long)info.dev_size,
+	       (unsigned long long)info.dev_size, "peer's drv region",
 	       (unsigned long long)info.drv_off,
 	       (unsigned long long)info.drv_size,
 	       info.flags & PCINET_VHOST_F_PEER_VIRTIO ? "speaks virtio" :
@@ -755,7 +757,7 @@ static void shutdown_all(void)
 	rmdir(G.dir);
 }
 
-static void usage(void)
+static void print_usage(void)
 {
 	fprintf(stderr,
 		"usage: pcinet-vhost --link pcinetN [--blk IMAGE]... [--fs DIR:TAG]...\n"
@@ -770,7 +772,7 @@ static void add_dev(enum pv_kind kind, const char *arg)
 	const char *colon;
 
 	if (G.nr_dev >= PV_MAX_DEV)
-		usage();
+		print_usage();
 	for (i = 0; i < G.nr_dev; i++)
 		n += G.dev[i].kind == kind;
 	d = &G.dev[G.nr_dev++];
@@ -778,8 +780,10 @@ static void add_dev(enum pv_kind kind, const char *arg)
 	d->kind = kind;
 	d->pid = -1;
 	d->mem_fd = -1;
-	for (q = 0; q < PCINET_VHOST_MAX_VQ; q++)
-		d->kick[q] = d->call[q] = -1;
+	for (q = 0; q < PCINET_VHOST_MAX_VQ; q++) {
+		d->kick[q] = -1;
+		d->call[q] = -1;
+	}
 	snprintf(d->name, sizeof(d->name), "%s%u", kind == PV_BLK ? "blk" : "fs",
 		 n);
 	d->path = arg;
@@ -795,7 +799,7 @@ static void add_dev(enum pv_kind kind, const char *arg)
 	}
 	colon = strrchr(arg, ':');
 	if (!colon || colon == arg || !colon[1] || strlen(colon + 1) > FS_TAG_LEN)
-		usage();
+		print_usage();
 	snprintf(d->tag, sizeof(d->tag), "%s", colon + 1);
 	d->path = strndup(arg, (size_t)(colon - arg));
 	d->nr_vq = 2;		/* hiprio, one request queue */
@@ -819,13 +823,13 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[n], "--fs") && n + 1 < argc)
 			add_dev(PV_FS, argv[++n]);
 		else
-			usage();
+			print_usage();
 	}
 	if (!G.link || strncmp(G.link, "pcinet", 6) || !G.nr_dev)
-		usage();
+		print_usage();
 	link = (unsigned int)strtoul(G.link + 6, &end, 10);
 	if (end == G.link + 6 || *end)
-		usage();
+		print_usage();
 	snprintf(G.cdev, sizeof(G.cdev), "/dev/pcinet-vhost%u", link);
 	G.qsd = getenv("PCINET_QSD");
 	if (!G.qsd || !*G.qsd)
