@@ -39,6 +39,16 @@ Cases:
                   on b, one written on b the same on a (sha256, 1 MiB each)
   vhost-withdraw  SIGTERM to pcinet-vhost: it exits 0 and /dev/vda goes
                   from b within 2 s; started again: back, with its data
+  vhost-peer-cycles  under a loop of direct 64 KiB writes and reads on b,
+                  CYCLES rounds of: kill -9 pcinet-vhost (/dev/vda gone
+                  from b within 2 s, qemu-storage-daemon gone with it;
+                  restarted: back), kill -9 qemu-storage-daemon (/dev/vda
+                  gone within 2 s, back by itself), SIGSTOP for 1.5 s (the data path does
+                  not go through it: I/O goes on, /dev/vda stays), rmmod
+                  pcinet on b (returns within 5 s), the back end killed
+                  meanwhile (replaced under the same offer), insmod:
+                  back; then
+                  1 MiB written and read back equal on b and in a's image
 """
 
 import os
@@ -56,6 +66,7 @@ IMG_MIB = 64
 PAT_MIB = 16
 PAT_OFF_MIB = 4
 LOG = '/tmp/pcinet-vhost.log'
+CYCLES = int(os.environ.get('PCINET_VHOST_CYCLES', '2'))
 
 h.configure(machines=('a', 'b'), extra_modules=[h.PCINET_KO],
             fabric_size='64M', fabric_vio='8M', vectors=4)
@@ -212,6 +223,10 @@ def _(t):
     rc, _ = t.a.sh('[ -x /usr/lib/qemu/virtiofsd ]')
     if rc:
         h.skip('virtiofsd not in the initramfs')
+    # QEMU 7.2's virtiofsd always installs a seccomp filter
+    rc, _ = t.a.sh('grep -q "^Seccomp:" /proc/self/status')
+    if rc:
+        h.skip('the kernel has no CONFIG_SECCOMP, which virtiofsd needs')
     try:
         h.load(t.a)
         h.load(t.b)
@@ -263,6 +278,97 @@ def _(t):
         wait_vda(t)
         back = b_sha(t, 1, 1)
         h.expect(back == pat, f'after the restart: {back}, written {pat}')
+        rc = vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+        h.unload(t.a, 10)
+        h.unload(t.b, 10)
+    finally:
+        vhost_cleanup(t)
+
+
+# b's I/O loop: direct 64 KiB writes (past the data the case checks) and
+# reads through a node of its own, made again from /sys/block/vda/dev
+# each round: dd never creates a regular /dev/vda while the disk is gone.
+# Each round appends ok or err to /tmp/io.log.
+IO_LOOP = (
+    "while :; do "
+    "d=$(cat /sys/block/vda/dev 2>/dev/null) || { sleep 0.2; continue; }; "
+    "rm -f /tmp/vdanode; mknod /tmp/vdanode b ${d%:*} ${d#*:}; "
+    "if dd if=/dev/zero of=/tmp/vdanode bs=64k count=32 seek=512 "
+    "oflag=direct conv=notrunc 2>/dev/null && "
+    "dd if=/tmp/vdanode of=/dev/null bs=64k count=64 iflag=direct "
+    "2>/dev/null; then echo ok; else echo err; sleep 0.1; fi; "
+    "done >>/tmp/io.log 2>&1")
+
+
+def io_wait_ok(t, what):
+    """The I/O loop on b completes a round from now on (within 30 s)."""
+    n = int(t.b.run('grep -c ok /tmp/io.log || true').strip() or 0)
+    t.b.wait_until(f'[ $(grep -c ok /tmp/io.log) -gt {n} ]', 30,
+                   what=f'I/O on b {what}',
+                   show='tail -n 3 /tmp/io.log; ls /sys/block; '
+                   'dmesg | grep -iE "pcinet|virtio" | tail -n 20')
+
+
+@h.case('vhost-peer-cycles', fresh=True)
+def _(t):
+    """kill -9 and SIGSTOP of pcinet-vhost, rmmod of b's pcinet, under
+    I/O: nothing hangs, /dev/vda comes back, the data is intact."""
+    try:
+        blk_started(t)
+        pat = b_write(t, 1, 1, timeout=120)
+        t.b.run(f'rm -f /tmp/io.log; ({IO_LOOP}) </dev/null >/dev/null '
+                '2>&1 & echo $! >/tmp/io.pid')
+        for i in range(CYCLES):
+            io_wait_ok(t, f'before kill -9 ({i})')
+            t.a.run('kill -9 $(pidof pcinet-vhost)')
+            took = t.b.wait_until('! [ -b /dev/vda ]', 2,
+                                  what='/dev/vda gone after kill -9',
+                                  show='ls /sys/block; dmesg | tail -n 10')
+            t.a.wait_until('! pidof qemu-storage-daemon', 5,
+                           what='qemu-storage-daemon gone with pcinet-vhost')
+            h.info(f'cycle {i}: kill -9: /dev/vda gone in {took:.2f} s')
+            vhost_start(t, f'--blk {IMG}', wait='running')
+            io_wait_ok(t, f'after the restart ({i})')
+
+            t.a.run('kill -9 $(pidof qemu-storage-daemon)')
+            took = t.b.wait_until('! [ -b /dev/vda ]', 2,
+                                  what='/dev/vda gone after the back end',
+                                  show='ls /sys/block; dmesg | tail -n 10')
+            h.info(f'cycle {i}: back end killed: /dev/vda gone in '
+                   f'{took:.2f} s')
+            wait_vda(t)
+            io_wait_ok(t, f'after the back end came back ({i})')
+
+            t.a.run('kill -STOP $(pidof pcinet-vhost)')
+            try:
+                io_wait_ok(t, f'with pcinet-vhost stopped ({i})')
+                t.b.run('sleep 1.5; [ -b /dev/vda ]')
+            finally:
+                t.a.run('kill -CONT $(pidof pcinet-vhost)')
+            h.info(f'cycle {i}: SIGSTOP: I/O went on')
+
+            t0 = time.monotonic()
+            h.unload(t.b, 5)
+            h.info(f'cycle {i}: rmmod on b under I/O: '
+                   f'{time.monotonic() - t0:.2f} s')
+            # no ring runs now: a dead back end is replaced in place
+            mark = int(t.a.run(f'wc -c <{LOG}').strip())
+            t.a.run('kill -9 $(pidof qemu-storage-daemon)')
+            t.a.wait_until(f'tail -c +{mark + 1} {LOG} | grep -q '
+                           '"restarted under the same offer"', 10,
+                           what='the back end restarted in place',
+                           show=f'tail -n 5 {LOG}')
+            h.load(t.b)
+            wait_vda(t)
+            io_wait_ok(t, f'after insmod ({i})')
+        t.b.run('kill $(cat /tmp/io.pid); sleep 0.5; '
+                'echo "I/O rounds: $(grep -c ok /tmp/io.log) ok, '
+                '$(grep -c err /tmp/io.log) failed"')
+        back = b_sha(t, 1, 1)
+        h.expect(back == pat, f'after the cycles: {back}, written {pat}')
+        img = a_sha(t, 1, 1)
+        h.expect(img == pat, f"a's image {img}, written {pat}")
         rc = vhost_stop(t)
         h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
         h.unload(t.a, 10)

@@ -374,6 +374,41 @@ static void be_lost(struct pv_dev *d, const char *why)
 	d->retry_ms = now_ms() + PV_RETRY_MS;
 }
 
+/*
+ * A fresh back end under the same offer, when no ring of the board's
+ * runs on the old one (it holds nothing the board relies on): a reset
+ * that GET_VRING_BASE could not complete (qemu-storage-daemon panics when
+ * a request it still held completes after the ring was stopped), a back
+ * end that died between sessions, virtiofsd's one FUSE session.  The
+ * board sees nothing if it comes back within its status timeout.
+ * Returns 0, or withdraws the device (be_lost()) and returns -1.
+ */
+static int be_renew(struct pv_dev *d, const char *why)
+{
+	uint8_t config[sizeof(d->config)];
+	uint64_t offer = d->offer;
+	int err;
+
+	if (d->state != PV_OFFERED || d->running) {
+		be_lost(d, why);
+		return -1;
+	}
+	pv_log(d, "back end restarted under the same offer: %s", why);
+	memcpy(config, d->config, sizeof(config));
+	be_kill(d);
+	err = be_start(d);
+	if (!err && (d->offer != offer || memcmp(config, d->config, sizeof(config))))
+		err = -ESTALE;	/* it offers something else now */
+	if (!err)
+		err = be_mem_table(d);
+	if (err) {
+		be_lost(d, "the new back end failed");
+		return -1;
+	}
+	d->feat_ok = false;
+	return 0;
+}
+
 static uint8_t *map_span(int fd, uint64_t off, uint64_t size)
 {
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
@@ -610,26 +645,26 @@ static void drv_step(struct pv_dev *d)
 			       drv_gen ? ", a new one registered" : "");
 		else
 			pv_log(d, "driver 0x%08x registered", drv_gen);
-		if (session_reset(d)) {
-			be_lost(d, "GET_VRING_BASE failed");
+		if (session_reset(d) && be_renew(d, "GET_VRING_BASE failed"))
 			return;
-		}
 		d->drv_gen = drv_gen;
 		d->answered = false;
 		if (drv_gen && s.error)
 			pv_log(d, "driver reports error %u", s.error);
-		if (d->used && d->kind == PV_FS) {
-			/* virtiofsd serves one FUSE session: a new one for the next */
-			be_lost(d, "virtiofsd serves one driver session");
+		/* virtiofsd serves one FUSE session: a new one for the next */
+		if (d->used && d->kind == PV_FS &&
+		    be_renew(d, "virtiofsd serves one driver session"))
 			return;
-		}
 	}
 	if (!drv_gen || (d->answered && s.status_seq == d->seq))
 		return;
 	err = answer(d, &s);
 	if (err == -ENODEV)
 		return;
-	if (err)
+	/* once, on a fresh back end, if the board had no ring running */
+	if (err && !be_renew(d, "a vhost-user request failed"))
+		err = answer(d, &s);
+	if (err && err != -ENODEV && d->state == PV_OFFERED)
 		be_lost(d, "a vhost-user request failed");
 }
 
@@ -684,8 +719,8 @@ static void reap(void)
 
 		if (d->pid > 0 && waitpid(d->pid, &st, WNOHANG) == d->pid) {
 			d->pid = -1;
-			be_lost(d, WIFSIGNALED(st) ? "killed by a signal" :
-				"it exited");
+			be_renew(d, WIFSIGNALED(st) ? "killed by a signal" :
+				 "it exited");
 		}
 	}
 }
