@@ -39,6 +39,11 @@ Cases:
                   on b, one written on b the same on a (sha256, 1 MiB each)
   vhost-withdraw  SIGTERM to pcinet-vhost: it exits 0 and /dev/vda goes
                   from b within 2 s; started again: back, with its data
+  vhost-withdraw-in-probe  pcinet-vhost with a qemu-storage-daemon whose
+                  reads are throttled to 512 B/s, SIGTERMed while b's
+                  virtio_blk probe waits for its partition-table read:
+                  the device unplugs within 5 s, /dev/vda goes, rmmod on b
+                  returns; started again (no throttle): back
   vhost-peer-cycles  under a loop of direct 64 KiB writes and reads on b,
                   CYCLES rounds of: kill -9 pcinet-vhost (/dev/vda gone
                   from b within 2 s, qemu-storage-daemon gone with it;
@@ -278,6 +283,63 @@ def _(t):
         wait_vda(t)
         back = b_sha(t, 1, 1)
         h.expect(back == pat, f'after the restart: {back}, written {pat}')
+        rc = vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+        h.unload(t.a, 10)
+        h.unload(t.b, 10)
+    finally:
+        vhost_cleanup(t)
+
+
+# qemu-storage-daemon with reads throttled to 512 bytes/s (PCINET_QSD for
+# pcinet-vhost): virtio_blk's partition scan after DRIVER_OK then waits
+# seconds for its first read, inside the board's probe.
+SLOW_QSD = r"""#!/bin/sh
+for a; do case "$a" in *addr.path=*) sock=${a##*addr.path=}; sock=${sock%%,*};; esac; done
+exec qemu-storage-daemon --object throttle-group,id=tg0,x-bps-read=512 \
+	--blockdev driver=file,node-name=f0,filename=/tmp/board.img \
+	--blockdev driver=throttle,node-name=blk0,throttle-group=tg0,file=f0 \
+	--export type=vhost-user-blk,id=blk0,node-name=blk0,addr.type=unix,addr.path=$sock,writable=on
+"""
+
+
+@h.case('vhost-withdraw-in-probe', fresh=True)
+def _(t):
+    """Withdrawn while b's virtio_blk probe waits for its first read:
+    the probe ends (the transport aborts the read), /dev/vda goes, rmmod
+    on b returns; started again: back."""
+    need_vhost(t)
+    try:
+        h.load(t.a)
+        t.a.wait_until('[ -c /dev/pcinet-vhost0 ]', 5,
+                       what='/dev/pcinet-vhost0')
+        t.a.run(f'rm -f {IMG} {LOG}; truncate -s {IMG_MIB}M {IMG}; '
+                "cat >/tmp/qsd-slow <<'EOS'\n" + SLOW_QSD + 'EOS\n'
+                'chmod 755 /tmp/qsd-slow')
+        t.a.run('export PCINET_QSD=/tmp/qsd-slow; ' +
+                f'(pcinet-vhost --link pcinet0 --blk {IMG}; echo $? '
+                f'>/tmp/pcinet-vhost.rc) </dev/null >>{LOG} 2>&1 &')
+        t.a.wait_until(f'grep -q ": offered" {LOG}', 30, what='offered',
+                       show=f'cat {LOG}')
+        h.load(t.b)
+        t.a.wait_until(f'grep -q ": running" {LOG}', 30, what='running',
+                       show=f'cat {LOG}')
+        # the partition scan's first read is now held by the throttle
+        t.b.run('sleep 0.5')
+        rc = vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+        took = t.b.wait_until('dmesg | grep -q "virtio slot 0: device 2 '
+                              'unplugged"', 5, what='the device unplugged '
+                              'from inside its probe',
+                              show='ls /sys/block; dmesg | tail -n 12')
+        h.info(f'unplugged {took:.2f} s after pcinet-vhost exited')
+        t.b.wait_until('! [ -b /dev/vda ]', 2, what='/dev/vda gone')
+        t0 = time.monotonic()
+        h.unload(t.b, 5)
+        h.info(f'rmmod on b: {time.monotonic() - t0:.2f} s')
+        h.load(t.b)
+        vhost_start(t, f'--blk {IMG}')
+        wait_vda(t)
         rc = vhost_stop(t)
         h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
         h.unload(t.a, 10)
