@@ -148,7 +148,8 @@ DEBUG_CASES=(
 	=fault-ctrl0 =fault-net1 =fault-integrity =fault-doorbells
 	=fault-rmmod-scribbled =fault-tty-integrity =peer-cycles =peer-hostile-crc
 	=virtio-blk =virtio-withdraw =virtio-blk-ext4 =virtio-blk-sync-kill
-	=virtio-blk-fio
+	=virtio-blk-fio =vhost-blk =vhost-fs =vhost-withdraw =vhost-withdraw-in-probe
+	=vhost-peer-cycles
 )
 
 rounds=${REPEAT:-1}

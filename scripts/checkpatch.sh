@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-only
-# checkpatch.pl --strict over every kernel source file and pcinet-peer's, from the
+# checkpatch.pl --strict over every kernel source file, pcinet-peer's and
+# pcinet-vhost's (the front end proper and its blk offer), from the
 # linux-source-6.12 package (unpacked once into build/checkpatch).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +18,8 @@ if [ ! -x "$dir/scripts/checkpatch.pl" ]; then
 		'*/scripts/const_structs.checkpatch' '*/scripts/kernel-doc'
 fi
 cd "$top"
-files=$(git ls-files 'drivers/net/pcinet/*.[ch]' 'tools/pcinet-peer/*.[ch]')
+files=$(git ls-files 'drivers/net/pcinet/*.[ch]' 'tools/pcinet-peer/*.[ch]' \
+	'tools/pcinet-vhost/pcinet-vhost.c' 'tools/pcinet-vhost/vio_blk.[ch]')
 "$dir/scripts/checkpatch.pl" --strict --no-tree --terse --show-types -f $files |
 	grep -v '^total: 0 errors, 0 warnings, 0 checks' || true
 "$dir/scripts/checkpatch.pl" --strict --no-tree --quiet -f $files >/dev/null

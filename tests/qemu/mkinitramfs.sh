@@ -18,6 +18,8 @@
 #       installed) (host binaries + their
 #       shared libraries as resolved by ldd, including the dynamic loader);
 #       iproute2's ip and tc replace busybox's in /sbin
+#   pcinet-vhost, qemu-storage-daemon, /usr/lib/qemu/virtiofsd when
+#       tools/pcinet-vhost/pcinet-vhost is built
 #   /lib/modules/boot/*.ko  modules loaded by /init at boot, in the order of
 #       /lib/modules/boot.order (dependencies first): virtio_net, virtio_blk
 #       and their deps (unless built in), plus the in-kernel dependencies of
@@ -135,6 +137,16 @@ done
 # the virtio channel's character device probe, when built (tools/pcinet-vhost)
 f="$(dirname "$0")/../../tools/pcinet-vhost/vhost_probe"
 [ -x "$f" ] && cp "$f" usr/bin/
+# pcinet-vhost (static) and its stock vhost-user back ends, when it is
+# built (test_vhost.py's stage-3 cases; ~6 MB more compressed)
+f="$(dirname "$0")/../../tools/pcinet-vhost/pcinet-vhost"
+if [ -x "$f" ]; then
+	cp "$f" usr/bin/
+	[ -e usr/bin/qemu-storage-daemon ] ||
+		copy_bin /usr/bin/qemu-storage-daemon usr/bin/qemu-storage-daemon
+	mkdir -p usr/lib/qemu
+	copy_bin /usr/lib/qemu/virtiofsd usr/lib/qemu/virtiofsd
+fi
 # rmmod, then on a kernel with kmemleak (the debug kernel) a scan: whatever
 # the module leaked is printed on the console, where the harness's splat
 # check fails the case ("unreferenced object").  Two scans: kmemleak only

@@ -47,6 +47,7 @@
 #include <sys/wait.h>
 
 #include "peer_vio.h"
+#include "vio_blk.h"
 #include "vu_frontend.h"
 
 /* virtio (1.x, 2.1 and 5.2) constants used here */
@@ -56,40 +57,13 @@
 #define VIRTIO_S_FEATURES_OK	8u
 #define VIRTIO_S_NEEDS_RESET	0x40u
 #define VIRTIO_S_FAILED		0x80u
-#define VIRTIO_ID_BLOCK		2
+#define VIRTIO_ID_BLOCK		VIO_BLK_ID
 #define VF(bit)			(1ULL << (bit))
 #define F_VERSION_1		VF(32)
-#define F_INDIRECT_DESC		VF(28)
-#define F_EVENT_IDX		VF(29)
-#define BLK_F_SIZE_MAX		VF(1)
-#define BLK_F_SEG_MAX		VF(2)
-#define BLK_F_GEOMETRY		VF(4)
-#define BLK_F_RO		VF(5)
-#define BLK_F_BLK_SIZE		VF(6)
-#define BLK_F_FLUSH		VF(9)
-#define BLK_F_TOPOLOGY		VF(10)
-#define BLK_F_DISCARD		VF(13)
-#define BLK_F_WRITE_ZEROES	VF(14)
-/* virtio_blk_config: size_max at 8, seg_max at 12; 60 bytes in QEMU 7.2 */
-#define BLK_CFG_SIZE_MAX	8
-#define BLK_CFG_SEG_MAX		12
-#define BLK_CFG_LEN		60
-
-/*
- * What we pass through from the back end: the ring bits the relay uses
- * and the block bits that need nothing from the transport.  Not
- * CONFIG_WCE (we do not replay config writes yet), not MQ (one queue),
- * never ACCESS_PLATFORM or vhost-user's own bits.
- */
-#define OFFER_MASK	(F_VERSION_1 | F_INDIRECT_DESC | F_EVENT_IDX | \
-			 BLK_F_SIZE_MAX | BLK_F_SEG_MAX | BLK_F_GEOMETRY | \
-			 BLK_F_RO | BLK_F_BLK_SIZE | BLK_F_FLUSH | \
-			 BLK_F_TOPOLOGY | BLK_F_DISCARD | BLK_F_WRITE_ZEROES)
+#define BLK_CFG_LEN		VIO_BLK_CFG_LEN
 
 #define PV_NUM		128		/* queue size offered (num_max) */
 #define PV_POOL_MAX	(4U << 20)	/* each pool, "Pool sizing" */
-#define PV_SEG_LIMIT	(64U << 10)	/* largest size_max we advertise */
-#define PV_PAGE		4096U
 #define PV_TIMEOUT_MS	2000		/* a vhost-user reply */
 #define PV_START_MS	10000		/* the back end's socket to appear */
 #define PV_RETRY_MS	1000		/* before starting it again */
@@ -245,40 +219,12 @@ static bool place(const struct pcinet_layout *lay, int side)
 	return true;
 }
 
-/*
- * size_max and seg_max as "Pool sizing" says: size_max at most 64 KiB, a
- * multiple of 4 KiB; seg_max so that seg_max segments of size_max, the
- * header and a device table (first 4 KiB) fit the OUT pool, and the data
- * and the status byte the IN pool.
- */
+/* size_max and seg_max as "Pool sizing" says (vio_blk.c, shared with pcinet-vhost) */
 static void clamp_config(void)
 {
-	u32 size_max = PV_SEG_LIMIT, seg_max, v;
+	u32 size_max, seg_max;
 
-	if (V.be_features & BLK_F_SIZE_MAX) {
-		memcpy(&v, V.config + BLK_CFG_SIZE_MAX, 4);
-		v = le32_to_cpu(v);
-		if (v && v < size_max)
-			size_max = v;
-	}
-	if (size_max > V.pool - PV_PAGE)
-		size_max = V.pool - PV_PAGE;
-	size_max &= ~(PV_PAGE - 1);
-	if (!size_max)
-		size_max = PV_PAGE;
-	seg_max = (V.pool - PV_PAGE) / size_max;
-	if (V.be_features & BLK_F_SEG_MAX) {
-		memcpy(&v, V.config + BLK_CFG_SEG_MAX, 4);
-		v = le32_to_cpu(v);
-		if (v && v < seg_max)
-			seg_max = v;
-	}
-	if (!seg_max)
-		seg_max = 1;
-	v = cpu_to_le32(size_max);
-	memcpy(V.config + BLK_CFG_SIZE_MAX, &v, 4);
-	v = cpu_to_le32(seg_max);
-	memcpy(V.config + BLK_CFG_SEG_MAX, &v, 4);
+	vio_blk_clamp(V.config, V.be_features, V.pool, &size_max, &seg_max);
 	pv_log("pools %llu KiB each way: size_max %u, seg_max %u",
 	       (unsigned long long)(V.pool >> 10), size_max, seg_max);
 }
@@ -480,7 +426,7 @@ static int be_spawn(void)
 /* The front end's part: features, the memory table (two spans), config. */
 static int be_negotiate(void)
 {
-	u64 want = OFFER_MASK | VF(VU_F_PROTOCOL_FEATURES);
+	u64 want = vio_blk_offer(~0ULL) | VF(VU_F_PROTOCOL_FEATURES);
 	struct vu_mem regs[2];
 	int err;
 
@@ -501,8 +447,7 @@ static int be_negotiate(void)
 	if (err)
 		return err;
 	clamp_config();
-	V.offer = (V.be_features & OFFER_MASK) | F_VERSION_1 |
-		  BLK_F_SIZE_MAX | BLK_F_SEG_MAX;
+	V.offer = vio_blk_offer(V.be_features);
 	return 0;
 }
 

@@ -100,7 +100,7 @@ int main(int argc, char **argv)
 	struct pcinet_vhost_dev dev, bad;
 	struct pcinet_vhost_drv drv;
 	struct pcinet_vhost_vring_fd vf;
-	int info_only = 0, board = 0, fd, kfd, cfd, mfd, ok, i;
+	int info_only = 0, board = 0, polled = 0, fd, kfd, cfd, mfd, ok, i;
 	unsigned char *map = MAP_FAILED;
 	uint64_t cnt = 0;
 	uint32_t slot;
@@ -179,6 +179,17 @@ int main(int argc, char **argv)
 	      (unsigned long long)dev.drv_span_off,
 	      (unsigned long long)dev.drv_span_size);
 
+	/*
+	 * --board: poll() first, since GET_DRV marks the events seen: a
+	 * board quick enough to register before the first GET_DRV would
+	 * otherwise leave nothing for poll() to report.
+	 */
+	if (board) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+		for (i = 0; i < 100 && !polled; i++)
+			polled = poll(&pfd, 1, 100) == 1 && (pfd.revents & POLLIN);
+	}
 	memset(&drv, 0, sizeof(drv));
 	drv.slot = slot;
 	ok = !ioctl(fd, PCINET_VHOST_GET_DRV, &drv);
@@ -186,7 +197,7 @@ int main(int argc, char **argv)
 	      drv.valid, drv.drv_gen, drv.status, drv.status_seq);
 	if (board) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int polled = 0, ms;
+		int ms;
 
 		for (ms = 0; ms < 10000 && !drv.valid; ms += 100) {
 			polled += poll(&pfd, 1, 100) == 1 && (pfd.revents & POLLIN);

@@ -1056,7 +1056,13 @@ out:
 
 /* ----- the channel ----- */
 
-/* Every registered device, from any context. */
+/*
+ * Every registered device, from any context.  A device whose dev_gen D
+ * changed (withdrawn, replaced) dies here too, not only in @scan_work:
+ * that one cannot run while a probe holds @lock, and a probe waiting for
+ * I/O (virtio_blk reads the partition table after DRIVER_OK) waits for
+ * ever on a device D no longer serves unless the relay aborts it.
+ */
 static void pcinet_vio_poke(struct pcinet_vio *vio, bool kill)
 {
 	struct pcinet_vio_dev *dev;
@@ -1068,7 +1074,8 @@ static void pcinet_vio_poke(struct pcinet_vio *vio, bool kill)
 		dev = vio->slot[n].dev;
 		if (!dev)
 			continue;
-		if (kill)
+		if (kill ||
+		    le32_to_cpu(READ_ONCE(dev->desc->dev_gen)) != dev->info.dev_gen)
 			pcinet_vio_kill(dev, PCINET_VIO_ERR_NONE);
 		queue_work(pcinet_vio_wq, &dev->io_work);
 		wake_up(&dev->ack_wq);

@@ -1,0 +1,936 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pcinet-vhost - the host's vhost-user front end for pcinet's virtio
+ * channel (docs/design.md, "pcinet-vhost").
+ *
+ *   pcinet-vhost --link pcinet0 --blk IMAGE [--blk IMAGE...] [--fs DIR:TAG]
+ *
+ * Per device: a stock back end on a private socket (qemu-storage-daemon
+ * --export type=vhost-user-blk, or virtiofsd), vhost-user negotiation
+ * (vu_frontend.c), an offer on /dev/pcinet-vhost<N> (ADD_DEV), the
+ * device's memory file as the back end's memory table (two regions, the
+ * device's spans, gpa = window offset), and a kick and a call eventfd per
+ * queue bound in the kernel (SET_KICK, SET_CALL) and handed to the back
+ * end: the data path is then board doorbell -> kernel -> kick eventfd ->
+ * back end -> call eventfd -> kernel -> board doorbell, never through
+ * this process.  This process follows the negotiation table on every
+ * poll() event and every tick (PV_TICK_MS), restarts dead back ends
+ * (withdrawn, offered again), survives the link going away (waits for
+ * the character device to come back) and withdraws everything on SIGTERM.
+ *
+ * Everything GET_DRV reports is the board's, unchecked: num is checked
+ * against num_max, features against the offer, before any use.
+ */
+#define _GNU_SOURCE
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "pcinet_vhost.h"
+#include "vio_blk.h"
+#include "vu_frontend.h"
+
+/* virtio status bits (virtio 1.x, 2.1) */
+#define S_ACKNOWLEDGE	1u
+#define S_DRIVER	2u
+#define S_DRIVER_OK	4u
+#define S_FEATURES_OK	8u
+#define S_NEEDS_RESET	0x40u
+#define S_FAILED	0x80u
+
+#define VF(bit)		(1ULL << (bit))
+#define F_VERSION_1	VF(32)
+#define F_INDIRECT_DESC	VF(28)
+#define F_EVENT_IDX	VF(29)
+
+#define VIO_FS_ID	26	/* virtio device ID of virtio-fs */
+#define FS_TAG_LEN	36	/* virtio_fs_config: tag[36], num_request_queues */
+#define FS_CFG_LEN	40
+
+#define PV_NUM		128		/* num_max of every queue */
+#define PV_BLK_POOL	(4U << 20)	/* "Pool sizing": blk 4 MiB each way */
+#define PV_FS_POOL	(2U << 20)	/* fs 2 MiB each way */
+#define PV_MAX_DEV	PCINET_VHOST_MAX_DEV
+#define PV_TIMEOUT_MS	2000		/* a vhost-user reply */
+#define PV_START_MS	10000		/* the back end's socket to appear */
+#define PV_RETRY_MS	1000		/* before a back end is started again */
+#define USED_BYTES	(6 + 8 * (uint64_t)PV_NUM)	/* a used ring of num_max */
+#define PV_TICK_MS	250		/* look at every device at least this often */
+
+enum pv_kind { PV_BLK, PV_FS };
+
+enum pv_state {
+	PV_DOWN,	/* no back end */
+	PV_READY,	/* back end negotiated, not offered (no link, no room) */
+	PV_OFFERED,	/* offered: slot, memory file, eventfds */
+};
+
+struct pv_dev {
+	enum pv_kind kind;
+	char name[16];		/* "blk0", "fs0": the log's prefix */
+	const char *path;	/* image or directory */
+	char tag[FS_TAG_LEN + 1];
+	char sock[128];
+	pid_t pid;
+	enum pv_state state;
+	uint64_t retry_ms;	/* no back end started before this */
+	uint64_t room_ms;	/* no ADD_DEV tried before this */
+	struct vu_dev vu;
+	uint64_t be_features;
+	uint64_t offer;
+	unsigned int nr_vq;
+	uint32_t cfg_len;
+	uint8_t config[PCINET_VHOST_CONFIG_SIZE];
+	uint64_t pool;
+
+	/* the offer */
+	struct pcinet_vhost_dev dev;
+	int mem_fd;
+	uint8_t *dev_map, *drv_map;	/* the two spans, our mapping */
+	int kick[PCINET_VHOST_MAX_VQ];
+	int call[PCINET_VHOST_MAX_VQ];
+
+	/* the driver's session */
+	uint32_t drv_gen;
+	bool answered;
+	uint32_t seq;
+	bool feat_ok;
+	bool running;
+	bool used;		/* a session ran on this back end (virtiofsd: one-shot) */
+};
+
+static struct {
+	const char *link;
+	char cdev[64];
+	int ctl;
+	int sigfd;
+	char dir[64];
+	bool waiting;		/* logged "waiting for the character device" */
+	unsigned int nr_dev;
+	struct pv_dev dev[PV_MAX_DEV];
+	const char *qsd;
+	const char *virtiofsd;
+} G = { .ctl = -1, .sigfd = -1 };
+
+static __printf(2, 3) void pv_log(const struct pv_dev *d, const char *fmt, ...)
+{
+	struct timespec ts;
+	va_list ap;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	fprintf(stderr, "%02ld:%02ld:%02ld.%03ld pcinet-vhost: %s%s",
+		(long)(ts.tv_sec / 3600 % 24), (long)(ts.tv_sec / 60 % 60),
+		(long)(ts.tv_sec % 60), ts.tv_nsec / 1000000L,
+		d ? d->name : "", d ? ": " : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* ----- the back end ----- */
+
+/* qemu-storage-daemon's option syntax: a comma in a value is doubled. */
+static void opt_escape(char *dst, size_t len, const char *src)
+{
+	size_t n = 0;
+
+	for (; *src && n + 2 < len; src++) {
+		if (*src == ',')
+			dst[n++] = ',';
+		dst[n++] = *src;
+	}
+	dst[n] = 0;
+}
+
+static void be_exec(const struct pv_dev *d)
+{
+	char img[1024], blockdev[1200], export[256], src[1100];
+
+	if (d->kind == PV_BLK) {
+		opt_escape(img, sizeof(img), d->path);
+		snprintf(blockdev, sizeof(blockdev),
+			 "driver=file,node-name=%s,filename=%s,cache.direct=off",
+			 d->name, img);
+		snprintf(export, sizeof(export),
+			 "type=vhost-user-blk,id=%s,node-name=%s,addr.type=unix,addr.path=%s,writable=on",
+			 d->name, d->name, d->sock);
+		execlp(G.qsd, G.qsd, "--blockdev", blockdev, "--export", export,
+		       (char *)NULL);
+	} else {
+		/*
+		 * The chroot sandbox: the namespace one pivots the root,
+		 * which an initramfs (rootfs) cannot give up.
+		 */
+		opt_escape(img, sizeof(img), d->path);
+		snprintf(src, sizeof(src), "source=%s", img);
+		snprintf(export, sizeof(export), "--socket-path=%s", d->sock);
+		execlp(G.virtiofsd, G.virtiofsd, export, "-o", src,
+		       "-o", "sandbox=chroot", "-o", "cache=none", (char *)NULL);
+	}
+}
+
+static int be_spawn(struct pv_dev *d)
+{
+	const char *bin = d->kind == PV_BLK ? G.qsd : G.virtiofsd;
+
+	unlink(d->sock);
+	d->pid = fork();
+	if (d->pid < 0) {
+		d->pid = -1;
+		return -errno;
+	}
+	if (d->pid == 0) {
+		sigset_t all;
+
+		/* the back end goes with us, however we end */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		sigfillset(&all);
+		sigprocmask(SIG_UNBLOCK, &all, NULL);
+		be_exec(d);
+		fprintf(stderr, "pcinet-vhost: exec %s: %s\n", bin,
+			strerror(errno));
+		_exit(127);
+	}
+	pv_log(d, "started %s (pid %d) for %s", bin, (int)d->pid, d->path);
+	return 0;
+}
+
+static void be_kill(struct pv_dev *d)
+{
+	int i;
+
+	vu_close(&d->vu);
+	d->running = false;
+	if (d->pid <= 0)
+		return;
+	kill(d->pid, SIGTERM);
+	for (i = 0; i < 200; i++) {
+		if (waitpid(d->pid, NULL, WNOHANG) == d->pid)
+			break;
+		usleep(10000);
+	}
+	if (i == 200) {
+		kill(d->pid, SIGKILL);
+		waitpid(d->pid, NULL, 0);
+	}
+	d->pid = -1;
+}
+
+/* The config space to offer: the back end's (blk, clamped) or the tag (fs). */
+static int be_config(struct pv_dev *d)
+{
+	uint32_t size_max, seg_max;
+	int err;
+
+	memset(d->config, 0, sizeof(d->config));
+	if (d->kind == PV_FS) {
+		memcpy(d->config, d->tag, strnlen(d->tag, FS_TAG_LEN));
+		d->config[FS_TAG_LEN] = 1;	/* num_request_queues, le32 */
+		d->cfg_len = FS_CFG_LEN;
+		d->offer = (d->be_features &
+			    (F_INDIRECT_DESC | F_EVENT_IDX)) | F_VERSION_1;
+		return 0;
+	}
+	err = vu_get_config(&d->vu, 0, d->config, VIO_BLK_CFG_LEN);
+	if (err)
+		return err;
+	vio_blk_clamp(d->config, d->be_features, d->pool, &size_max, &seg_max);
+	d->cfg_len = VIO_BLK_CFG_LEN;
+	d->offer = vio_blk_offer(d->be_features);
+	pv_log(d, "pools %llu KiB each way: size_max %u, seg_max %u",
+	       (unsigned long long)(d->pool >> 10), size_max, seg_max);
+	return 0;
+}
+
+/*
+ * Start the back end and negotiate with it: blocks until its socket
+ * appears (at most PV_START_MS), the price of a one-threaded program.
+ */
+static int be_start(struct pv_dev *d)
+{
+	uint64_t want, t0 = now_ms();
+	int err;
+
+	err = be_spawn(d);
+	if (err)
+		return err;
+	for (;;) {
+		err = vu_connect(&d->vu, d->sock, PV_TIMEOUT_MS);
+		if (!err)
+			break;
+		vu_close(&d->vu);
+		if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
+			d->pid = -1;
+			return -ECHILD;
+		}
+		if (now_ms() - t0 > PV_START_MS)
+			return -ETIMEDOUT;
+		usleep(20000);
+	}
+	want = d->kind == PV_BLK ? vio_blk_offer(~0ULL) :
+	       F_VERSION_1 | F_INDIRECT_DESC | F_EVENT_IDX;
+	want |= VF(VU_F_PROTOCOL_FEATURES);
+	err = vu_negotiate(&d->vu, want,
+			   VF(VU_PF_REPLY_ACK) |
+			   (d->kind == PV_BLK ? VF(VU_PF_CONFIG) : 0), NULL);
+	if (err)
+		return err;
+	d->be_features = d->vu.features;
+	err = be_config(d);
+	if (err)
+		return err;
+	d->used = false;
+	pv_log(d, "back end ready: features 0x%llx, protocol features 0x%llx, offer 0x%llx",
+	       (unsigned long long)d->be_features,
+	       (unsigned long long)d->vu.protocol_features,
+	       (unsigned long long)d->offer);
+	return 0;
+}
+
+/* The memory table: the device's two spans of its memory file. */
+static int be_mem_table(struct pv_dev *d)
+{
+	struct vu_mem regs[2];
+
+	regs[0] = (struct vu_mem){ .fd = d->mem_fd, .base = d->dev_map,
+				   .size = d->dev.dev_span_size,
+				   .gpa = d->dev.dev_span_off,
+				   .offset = d->dev.dev_span_off };
+	regs[1] = (struct vu_mem){ .fd = d->mem_fd, .base = d->drv_map,
+				   .size = d->dev.drv_span_size,
+				   .gpa = d->dev.drv_span_off,
+				   .offset = d->dev.drv_span_off };
+	return vu_set_mem_regions(&d->vu, regs, 2);
+}
+
+/* ----- the offer ----- */
+
+static void offer_drop(struct pv_dev *d, bool del)
+{
+	unsigned int q;
+
+	if (d->state != PV_OFFERED)
+		return;
+	if (del && G.ctl >= 0 && ioctl(G.ctl, PCINET_VHOST_DEL_DEV, &d->dev.slot))
+		pv_log(d, "DEL_DEV: %s", strerror(errno));
+	if (d->dev_map)
+		munmap(d->dev_map, d->dev.dev_span_size);
+	if (d->drv_map)
+		munmap(d->drv_map, d->dev.drv_span_size);
+	d->dev_map = NULL;
+	d->drv_map = NULL;
+	close_fd(&d->mem_fd);
+	for (q = 0; q < PCINET_VHOST_MAX_VQ; q++) {
+		close_fd(&d->kick[q]);
+		close_fd(&d->call[q]);
+	}
+	d->state = PV_READY;
+	d->drv_gen = 0;
+	d->answered = false;
+	d->feat_ok = false;
+	pv_log(d, "withdrawn (slot %u, dev_gen 0x%08x)%s", d->dev.slot,
+	       d->dev.dev_gen, del ? "" : ": the link is gone");
+}
+
+/* The back end failed or exited: withdraw, start it again later. */
+static void be_lost(struct pv_dev *d, const char *why)
+{
+	pv_log(d, "back end lost: %s", why);
+	offer_drop(d, true);
+	be_kill(d);
+	d->state = PV_DOWN;
+	d->retry_ms = now_ms() + PV_RETRY_MS;
+}
+
+/*
+ * A fresh back end under the same offer, when no ring of the board's
+ * runs on the old one (it holds nothing the board relies on): a reset
+ * that GET_VRING_BASE could not complete (qemu-storage-daemon panics when
+ * a request it still held completes after the ring was stopped), a back
+ * end that died between sessions, virtiofsd's one FUSE session.  The
+ * board sees nothing if it comes back within its status timeout.
+ * Returns 0, or withdraws the device (be_lost()) and returns -1.
+ */
+static int be_renew(struct pv_dev *d, const char *why)
+{
+	uint8_t config[sizeof(d->config)];
+	uint64_t offer = d->offer;
+	int err;
+
+	if (d->state != PV_OFFERED || d->running) {
+		be_lost(d, why);
+		return -1;
+	}
+	pv_log(d, "back end restarted under the same offer: %s", why);
+	memcpy(config, d->config, sizeof(config));
+	be_kill(d);
+	err = be_start(d);
+	if (!err && (d->offer != offer || memcmp(config, d->config, sizeof(config))))
+		err = -ESTALE;	/* it offers something else now */
+	if (!err)
+		err = be_mem_table(d);
+	if (err) {
+		be_lost(d, "the new back end failed");
+		return -1;
+	}
+	d->feat_ok = false;
+	return 0;
+}
+
+static uint8_t *map_span(int fd, uint64_t off, uint64_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		       (off_t)off);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static int bind_fd(unsigned long req, uint32_t slot, unsigned int q, int fd)
+{
+	struct pcinet_vhost_vring_fd v = { .slot = slot, .vq = q, .fd = fd };
+
+	return ioctl(G.ctl, req, &v) ? -errno : 0;
+}
+
+/*
+ * ADD_DEV, the memory file mapped and given to the back end, the
+ * eventfds bound.  -ENOSPC/-EBUSY: no room yet (spans of an earlier
+ * offer the board has not let go of): tried again later.
+ */
+static int offer(struct pv_dev *d)
+{
+	struct pcinet_vhost_dev *v = &d->dev;
+	unsigned int q;
+	char spans[96];
+	int err;
+
+	memset(v, 0, sizeof(*v));
+	v->device_id = d->kind == PV_BLK ? VIO_BLK_ID : VIO_FS_ID;
+	v->features = d->offer;
+	v->nr_vq = d->nr_vq;
+	v->config_len = d->cfg_len;
+	v->out_pool_size = d->pool;
+	v->in_pool_size = d->pool;
+	for (q = 0; q < d->nr_vq; q++)
+		v->vq[q].num_max = PV_NUM;
+	memcpy(v->config, d->config, d->cfg_len);
+	if (ioctl(G.ctl, PCINET_VHOST_ADD_DEV, v))
+		return -errno;
+	d->state = PV_OFFERED;
+	d->mem_fd = ioctl(G.ctl, PCINET_VHOST_GET_MEM_FD, &v->slot);
+	if (d->mem_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	d->dev_map = map_span(d->mem_fd, v->dev_span_off, v->dev_span_size);
+	d->drv_map = map_span(d->mem_fd, v->drv_span_off, v->drv_span_size);
+	err = -ENOMEM;
+	if (!d->dev_map || !d->drv_map)
+		goto fail;
+	for (q = 0; q < d->nr_vq; q++) {
+		d->kick[q] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		d->call[q] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		err = -errno;
+		if (d->kick[q] < 0 || d->call[q] < 0)
+			goto fail;
+		err = bind_fd(PCINET_VHOST_SET_KICK, v->slot, q, d->kick[q]);
+		if (!err)
+			err = bind_fd(PCINET_VHOST_SET_CALL, v->slot, q, d->call[q]);
+		if (err)
+			goto fail;
+	}
+	err = be_mem_table(d);
+	if (err)
+		goto fail;
+	d->drv_gen = 0;
+	d->answered = false;
+	d->feat_ok = false;
+	snprintf(spans, sizeof(spans), "spans 0x%llx+0x%llx 0x%llx+0x%llx",
+		 (unsigned long long)v->dev_span_off,
+		 (unsigned long long)v->dev_span_size,
+		 (unsigned long long)v->drv_span_off,
+		 (unsigned long long)v->drv_span_size);
+	pv_log(d, "offered: slot %u, dev_gen 0x%08x, features 0x%llx, %u queue%s, %s",
+	       v->slot, v->dev_gen, (unsigned long long)v->features, d->nr_vq,
+	       d->nr_vq > 1 ? "s" : "", spans);
+	return 0;
+fail:
+	offer_drop(d, true);
+	return err;
+}
+
+/* ----- the driver's session ----- */
+
+/* Stop what the back end does for the driver (status 0, a new driver). */
+static int session_reset(struct pv_dev *d)
+{
+	unsigned int q, base;
+	int err = 0;
+
+	d->feat_ok = false;
+	if (!d->running)
+		return 0;
+	d->running = false;
+	for (q = 0; q < d->nr_vq && !err; q++)
+		err = vu_stop_vring(&d->vu, q, &base);
+	if (err)
+		pv_log(d, "stopping the back end's rings: %s", strerror(-err));
+	else
+		pv_log(d, "rings stopped");
+	return err;
+}
+
+/*
+ * DRIVER_OK: the back end's rings on the device rings.  The used rings
+ * are ours to write: zeroed first (libvhost-user reads their idx).
+ */
+static int rings_start(struct pv_dev *d, const struct pcinet_vhost_drv *s)
+{
+	const struct pcinet_vhost_dev *v = &d->dev;
+	struct vu_vring_cfg c;
+	unsigned int q, num;
+	uint64_t one = 1;
+	int err;
+
+	for (q = 0; q < d->nr_vq; q++) {
+		num = s->vq[q].num;
+		if (!s->vq[q].ready || num < 1 || num > PV_NUM ||
+		    (num & (num - 1))) {
+			pv_log(d, "queue %u: bad num %u or not ready", q, num);
+			return -EINVAL;
+		}
+	}
+	for (q = 0; q < d->nr_vq; q++) {
+		if (v->vq[q].used_off < v->drv_span_off ||
+		    v->vq[q].used_off - v->drv_span_off + USED_BYTES >
+		    v->drv_span_size)
+			return -ERANGE;
+	}
+	for (q = 0; q < d->nr_vq; q++) {
+		num = s->vq[q].num;
+		memset(d->drv_map + (v->vq[q].used_off - v->drv_span_off), 0,
+		       USED_BYTES);
+		c = (struct vu_vring_cfg){
+			.num = num,
+			.desc_gpa = v->vq[q].desc_off,
+			.avail_gpa = v->vq[q].avail_off,
+			.used_gpa = v->vq[q].used_off,
+			.base = 0,
+			.kick_fd = d->kick[q],
+			.call_fd = d->call[q],
+		};
+		err = vu_start_vring(&d->vu, q, &c);
+		if (err)
+			return err;
+		d->running = true;
+		/* a kick consumed by an earlier session is not lost */
+		if (write(d->kick[q], &one, sizeof(one)) != sizeof(one))
+			pv_log(d, "kick eventfd: %s", strerror(errno));
+	}
+	d->used = true;
+	pv_log(d, "running: %u queue%s of %u", d->nr_vq, d->nr_vq > 1 ? "s" : "",
+	       s->vq[0].num);
+	return 0;
+}
+
+static int answer_status(struct pv_dev *d, uint32_t seq, uint32_t status)
+{
+	struct pcinet_vhost_status a = {
+		.slot = d->dev.slot, .drv_gen = d->drv_gen,
+		.status_seq = seq, .status = status,
+	};
+
+	if (ioctl(G.ctl, PCINET_VHOST_SET_STATUS, &a))
+		return -errno;
+	d->seq = seq;
+	d->answered = true;
+	return 0;
+}
+
+/* The negotiation table (docs/design.md, "Negotiation"), for @s. */
+static int answer(struct pv_dev *d, const struct pcinet_vhost_drv *s)
+{
+	uint32_t st = s->status & 0xff, ans;
+	uint64_t f = s->features;
+	int err = 0;
+
+	if (!st || (st & S_FAILED)) {
+		err = session_reset(d);
+		ans = st;
+	} else {
+		ans = st & (S_ACKNOWLEDGE | S_DRIVER);
+		if ((st & S_FEATURES_OK) && !d->feat_ok) {
+			if ((f & ~d->offer) || !(f & F_VERSION_1)) {
+				pv_log(d, "refusing features 0x%llx (offered 0x%llx)",
+				       (unsigned long long)f,
+				       (unsigned long long)d->offer);
+			} else {
+				/* the bits we added ourselves are not the back end's */
+				err = vu_set_features(&d->vu, (f & d->be_features) |
+						      (d->be_features &
+						       VF(VU_F_PROTOCOL_FEATURES)));
+				d->feat_ok = !err;
+			}
+		}
+		if ((st & S_FEATURES_OK) && d->feat_ok)
+			ans |= S_FEATURES_OK;
+		if ((st & S_DRIVER_OK) && d->feat_ok && !err) {
+			if (!d->running) {
+				err = rings_start(d, s);
+				if (err == -EINVAL)
+					err = 0;	/* the driver's fault */
+			}
+			ans |= d->running ? S_DRIVER_OK : S_NEEDS_RESET;
+		}
+	}
+	if (err)
+		return err;
+	err = answer_status(d, s->status_seq, ans);
+	if (!err && (st != ans || !st || (st & S_DRIVER_OK)))
+		pv_log(d, "status 0x%x answered 0x%x (drv_gen 0x%08x, seq %u)",
+		       st, ans, d->drv_gen, s->status_seq);
+	return err;
+}
+
+/* One look at the driver state of an offered device. */
+static void drv_step(struct pv_dev *d)
+{
+	struct pcinet_vhost_drv s;
+	uint32_t drv_gen;
+	int err;
+
+	memset(&s, 0, sizeof(s));
+	s.slot = d->dev.slot;
+	if (ioctl(G.ctl, PCINET_VHOST_GET_DRV, &s)) {
+		if (errno != ENODEV)
+			pv_log(d, "GET_DRV: %s", strerror(errno));
+		return;
+	}
+	drv_gen = s.valid ? s.drv_gen : 0;
+	if (drv_gen != d->drv_gen) {
+		if (d->drv_gen)
+			pv_log(d, "driver 0x%08x gone%s", d->drv_gen,
+			       drv_gen ? ", a new one registered" : "");
+		else
+			pv_log(d, "driver 0x%08x registered", drv_gen);
+		if (session_reset(d) && be_renew(d, "GET_VRING_BASE failed"))
+			return;
+		d->drv_gen = drv_gen;
+		d->answered = false;
+		if (drv_gen && s.error)
+			pv_log(d, "driver reports error %u", s.error);
+		/* virtiofsd serves one FUSE session: a new one for the next */
+		if (d->used && d->kind == PV_FS &&
+		    be_renew(d, "virtiofsd serves one driver session"))
+			return;
+	}
+	if (!drv_gen || (d->answered && s.status_seq == d->seq))
+		return;
+	err = answer(d, &s);
+	if (err == -ENODEV)
+		return;
+	/* once, on a fresh back end, if the board had no ring running */
+	if (err && !be_renew(d, "a vhost-user request failed"))
+		err = answer(d, &s);
+	if (err && err != -ENODEV && d->state == PV_OFFERED)
+		be_lost(d, "a vhost-user request failed");
+}
+
+/* ----- devices, the control file ----- */
+
+static void dev_step(struct pv_dev *d)
+{
+	uint64_t t = now_ms();
+	int err;
+
+	if (d->state == PV_DOWN) {
+		if (t < d->retry_ms)
+			return;
+		err = be_start(d);
+		if (err) {
+			pv_log(d, "back end failed to start: %s", strerror(-err));
+			be_kill(d);
+			d->retry_ms = now_ms() + PV_RETRY_MS;
+			return;
+		}
+		d->state = PV_READY;
+		d->room_ms = 0;
+	}
+	if (d->state == PV_READY && G.ctl >= 0 && t >= d->room_ms) {
+		err = offer(d);
+		if (err == -ENOSPC || err == -EBUSY) {
+			if (!d->room_ms)
+				pv_log(d, "no room to offer it yet: %s",
+				       strerror(-err));
+			d->room_ms = t + 200;
+			return;
+		}
+		d->room_ms = 0;
+		if (err == -ENODEV)
+			return;
+		if (err) {
+			be_lost(d, "cannot offer it");
+			return;
+		}
+	}
+	if (d->state == PV_OFFERED && G.ctl >= 0)
+		drv_step(d);
+}
+
+static void reap(void)
+{
+	unsigned int i;
+	int st;
+
+	for (i = 0; i < G.nr_dev; i++) {
+		struct pv_dev *d = &G.dev[i];
+
+		if (d->pid > 0 && waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			d->pid = -1;
+			be_renew(d, WIFSIGNALED(st) ? "killed by a signal" :
+				 "it exited");
+		}
+	}
+}
+
+static int ctl_open(void)
+{
+	struct pcinet_vhost_info info;
+	int fd, err;
+
+	fd = open(G.cdev, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		if (!G.waiting)
+			pv_log(NULL, "waiting for %s: %s", G.cdev,
+			       strerror(-err));
+		G.waiting = true;
+		return err;
+	}
+	memset(&info, 0, sizeof(info));
+	if (ioctl(fd, PCINET_VHOST_GET_INFO, &info) ||
+	    info.abi_version != PCINET_VHOST_ABI_VERSION) {
+		pv_log(NULL, "%s: GET_INFO failed or ABI %u", G.cdev,
+		       info.abi_version);
+		close(fd);
+		return -EPROTO;
+	}
+	G.waiting = false;
+	G.ctl = fd;
+	pv_log(NULL, "%s open: side %u, dev region 0x%llx+0x%llx, %s 0x%llx+0x%llx, peer %s",
+	       G.cdev, info.side, (unsigned long long)info.dev_off,
+	       (unsigned long long)info.dev_size, "peer's drv region",
+	       (unsigned long long)info.drv_off,
+	       (unsigned long long)info.drv_size,
+	       info.flags & PCINET_VHOST_F_PEER_VIRTIO ? "speaks virtio" :
+	       info.flags & PCINET_VHOST_F_PEER_ALIVE ? "alive" : "absent");
+	return 0;
+}
+
+/* The link went away: every mapping is revoked, the back ends too. */
+static void link_gone(void)
+{
+	unsigned int i;
+
+	pv_log(NULL, "%s: the link is gone", G.cdev);
+	for (i = 0; i < G.nr_dev; i++) {
+		struct pv_dev *d = &G.dev[i];
+
+		if (d->state != PV_OFFERED)
+			continue;
+		offer_drop(d, false);
+		/* its memory is gone: a fresh back end for the next offer */
+		be_kill(d);
+		d->state = PV_DOWN;
+		d->retry_ms = 0;
+	}
+	close_fd(&G.ctl);
+}
+
+static void shutdown_all(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < G.nr_dev; i++) {
+		offer_drop(&G.dev[i], true);
+		be_kill(&G.dev[i]);
+		unlink(G.dev[i].sock);
+	}
+	close_fd(&G.ctl);
+	rmdir(G.dir);
+}
+
+static void print_usage(void)
+{
+	fprintf(stderr,
+		"usage: pcinet-vhost --link pcinetN [--blk IMAGE]... [--fs DIR:TAG]...\n"
+		"  PCINET_QSD, PCINET_VIRTIOFSD: the back ends' binaries\n");
+	exit(2);
+}
+
+static void add_dev(enum pv_kind kind, const char *arg)
+{
+	struct pv_dev *d;
+	unsigned int n = 0, i, q;
+	const char *colon;
+
+	if (G.nr_dev >= PV_MAX_DEV)
+		print_usage();
+	for (i = 0; i < G.nr_dev; i++)
+		n += G.dev[i].kind == kind;
+	d = &G.dev[G.nr_dev++];
+	memset(d, 0, sizeof(*d));
+	d->kind = kind;
+	d->pid = -1;
+	d->mem_fd = -1;
+	for (q = 0; q < PCINET_VHOST_MAX_VQ; q++) {
+		d->kick[q] = -1;
+		d->call[q] = -1;
+	}
+	snprintf(d->name, sizeof(d->name), "%s%u", kind == PV_BLK ? "blk" : "fs",
+		 n);
+	d->path = arg;
+	if (kind == PV_BLK) {
+		d->nr_vq = 1;
+		d->pool = PV_BLK_POOL;
+		if (access(arg, R_OK | W_OK)) {
+			fprintf(stderr, "pcinet-vhost: %s: %s\n", arg,
+				strerror(errno));
+			exit(1);
+		}
+		return;
+	}
+	colon = strrchr(arg, ':');
+	if (!colon || colon == arg || !colon[1] || strlen(colon + 1) > FS_TAG_LEN)
+		print_usage();
+	snprintf(d->tag, sizeof(d->tag), "%s", colon + 1);
+	d->path = strndup(arg, (size_t)(colon - arg));
+	d->nr_vq = 2;		/* hiprio, one request queue */
+	d->pool = PV_FS_POOL;
+}
+
+int main(int argc, char **argv)
+{
+	struct pollfd pfd[2];
+	struct signalfd_siginfo si;
+	unsigned int i, link;
+	sigset_t mask;
+	char *end;
+	int n;
+
+	for (n = 1; n < argc; n++) {
+		if (!strcmp(argv[n], "--link") && n + 1 < argc)
+			G.link = argv[++n];
+		else if (!strcmp(argv[n], "--blk") && n + 1 < argc)
+			add_dev(PV_BLK, argv[++n]);
+		else if (!strcmp(argv[n], "--fs") && n + 1 < argc)
+			add_dev(PV_FS, argv[++n]);
+		else
+			print_usage();
+	}
+	if (!G.link || strncmp(G.link, "pcinet", 6) || !G.nr_dev)
+		print_usage();
+	link = (unsigned int)strtoul(G.link + 6, &end, 10);
+	if (end == G.link + 6 || *end)
+		print_usage();
+	snprintf(G.cdev, sizeof(G.cdev), "/dev/pcinet-vhost%u", link);
+	G.qsd = getenv("PCINET_QSD");
+	if (!G.qsd || !*G.qsd)
+		G.qsd = "qemu-storage-daemon";
+	G.virtiofsd = getenv("PCINET_VIRTIOFSD");
+	if (!G.virtiofsd || !*G.virtiofsd)
+		G.virtiofsd = "/usr/lib/qemu/virtiofsd";
+
+	snprintf(G.dir, sizeof(G.dir), "/tmp/pcinet-vhost.XXXXXX");
+	if (!mkdtemp(G.dir)) {
+		perror("pcinet-vhost: mkdtemp");
+		return 1;
+	}
+	for (i = 0; i < G.nr_dev; i++) {
+		struct pv_dev *d = &G.dev[i];
+		char dir[sizeof(G.dir)], name[sizeof(d->name)];
+
+		/* copies: the compiler cannot tell G's members apart */
+		memcpy(dir, G.dir, sizeof(dir));
+		memcpy(name, d->name, sizeof(name));
+		snprintf(d->sock, sizeof(d->sock), "%s/%s.sock", dir, name);
+	}
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	G.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (G.sigfd < 0) {
+		perror("pcinet-vhost: signalfd");
+		return 1;
+	}
+	pv_log(NULL, "serving %u device%s on %s", G.nr_dev,
+	       G.nr_dev > 1 ? "s" : "", G.cdev);
+
+	for (;;) {
+		if (G.ctl < 0)
+			ctl_open();
+		for (i = 0; i < G.nr_dev; i++)
+			dev_step(&G.dev[i]);
+		pfd[0] = (struct pollfd){ .fd = G.sigfd, .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = G.ctl, .events = POLLIN };
+		n = poll(pfd, G.ctl >= 0 ? 2 : 1, G.ctl >= 0 ? PV_TICK_MS : 500);
+		if (n < 0 && errno != EINTR) {
+			perror("pcinet-vhost: poll");
+			break;
+		}
+		if (n > 0 && (pfd[0].revents & POLLIN)) {
+			bool term = false;
+
+			while (read(G.sigfd, &si, sizeof(si)) == sizeof(si))
+				if (si.ssi_signo != SIGCHLD)
+					term = true;
+			if (term) {
+				pv_log(NULL, "stopping");
+				shutdown_all();
+				pv_log(NULL, "stopped");
+				return 0;
+			}
+			reap();
+		}
+		if (n > 0 && G.ctl >= 0 && (pfd[1].revents & (POLLHUP | POLLERR)))
+			link_gone();
+	}
+	shutdown_all();
+	return 1;
+}
