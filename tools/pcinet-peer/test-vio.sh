@@ -87,7 +87,7 @@ wait_for "$dir/fabric.log" "listening on" || { nok "fabric starts"; echo "$passe
 unshare -n "$peer" -S "$sock" --blk "$img" -i vio%d >"$dir/peer.out" 2>"$dir/peer.log" &
 ppid_=$!
 check "pcinet-peer --blk: the back end is ready" wait_for "$dir/peer.log" "vio: back end ready"
-qpid=$(sed -n 's/.*vio: started .* (pid \([0-9]*\)).*/\1/p' "$dir/peer.log" | head -1)
+qpid=$(sed -n 's/.*vio: virtio-blk: started .* (pid \([0-9]*\)).*/\1/p' "$dir/peer.log" | head -1)
 
 timeout 300 "$board" -S "$sock" -e $SECTORS -d "$dir/expect" -W >"$dir/board.log" 2>&1 &
 bpid=$!
@@ -104,11 +104,11 @@ wait "$ppid_"
 rc=$?
 ppid_=
 check "pcinet-peer exits 0 on SIGTERM" [ $rc -eq 0 ]
-check "pcinet-peer withdrew the device on SIGTERM" grep -q "vio: device withdrawn .*stopping" "$dir/peer.log"
+check "pcinet-peer withdrew the device on SIGTERM" grep -q "vio: virtio-blk withdrawn .*stopping" "$dir/peer.log"
 check "qemu-storage-daemon (pid ${qpid:-?}) ended with pcinet-peer" \
 	eval '[ -n "$qpid" ] && ! kill -0 "$qpid" 2>/dev/null'
 check "DRIVER_OK ran the back end's ring on the window (two spans)" \
-	grep -q "vio: queue 0 running" "$dir/peer.log"
+	grep -q "vio: virtio-blk: queue 0 running" "$dir/peer.log"
 check "qemu-storage-daemon logged no errors" eval '! grep -v "pcinet-peer" "$dir/peer.log" "$dir/peer.out" | grep -qiE "panic|error"'
 
 check "image sectors 8-23 hold what the board wrote (dd | cmp)" \
