@@ -1693,8 +1693,7 @@ int main(int argc, char **argv)
 			break;
 		case 'F':
 			if (pvio_setup_fs(optarg))
-				die("--fs %s: DIR:TAG, DIR a directory without ',', TAG 1-36 of [A-Za-z0-9._-]",
-				    optarg);
+				die("--fs %s: not DIR:TAG (see --help)", optarg);
 			break;
 		case 'v':
 			P.verbose = true;

@@ -84,6 +84,7 @@
 #define FS_TAG_LEN		36
 #define FS_CFG_NRQ		36
 #define FS_CFG_LEN		40
+#define FS_TAG_CHARS		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
 #define PV_CFG_MAX		64
 
 #define PV_MAX_VQ	2		/* virtio-fs: hiprio, one request queue */
@@ -231,6 +232,8 @@ struct pv_dev {
 
 static struct {
 	struct pv_dev d[PV_NR_KIND];
+	struct pv_dev *on[PV_NR_KIND];	/* the devices asked for, in order */
+	unsigned int nr_on;
 	char dir[64];			/* the back ends' sockets */
 
 	/* the window */
@@ -242,9 +245,6 @@ static struct {
 	bool zeroed;			/* the fixed part of the drv region zeroed once */
 	u32 board_inst;			/* the peer's, last seen */
 } V = { .win_fd = -1 };
-
-#define for_each_dev(d) \
-	for ((d) = V.d; (d) < V.d + PV_NR_KIND; (d)++) if ((d)->t)
 
 static __printf(1, 2) void pv_log(const char *fmt, ...)
 {
@@ -284,6 +284,8 @@ static struct pv_dev *dev_init(enum pv_kind k, const char *arg)
 	struct pv_dev *d = &V.d[k];
 	unsigned int q;
 
+	if (!d->t)
+		V.on[V.nr_on++] = d;
 	d->t = &pv_types[k];
 	d->arg = arg;
 	d->pid = -1;
@@ -315,9 +317,7 @@ int pvio_setup_fs(const char *dir_tag)
 		goto bad;
 	*tag++ = 0;
 	n = strlen(tag);
-	if (!n || n > FS_TAG_LEN || strspn(tag, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-					   "abcdefghijklmnopqrstuvwxyz"
-					   "0123456789._-") != n)
+	if (!n || n > FS_TAG_LEN || strspn(tag, FS_TAG_CHARS) != n)
 		goto bad;
 	abs = realpath(dir, NULL);
 	if (!abs || stat(abs, &st) || !S_ISDIR(st.st_mode) || strchr(abs, ',')) {
@@ -388,7 +388,7 @@ static bool place(const struct pcinet_layout *lay, int side)
 	const struct pcinet_vio_regions *own = &lay->vio[side];
 	const struct pcinet_vio_regions *peer = &lay->vio[!side];
 	u64 room, want = 0, off = PCINET_VIO_ALIGN, r, u;
-	unsigned int n = 0, q;
+	unsigned int k, q;
 	struct pv_dev *d;
 
 	static_assert(PCINET_VIO_FIXED_SIZE <= PCINET_VIO_ALIGN);
@@ -397,14 +397,13 @@ static bool place(const struct pcinet_layout *lay, int side)
 	room = own->dev_size < peer->drv_size ? own->dev_size : peer->drv_size;
 	V.dev_reg = own->dev_off;
 	V.drv_reg = peer->drv_off;
-	for_each_dev(d) {
-		want += d->t->pool;
-		n++;
-	}
-	if (room < (1 + 2 * (u64)n) * PCINET_VIO_ALIGN)
+	for (k = 0; k < V.nr_on; k++)
+		want += V.on[k]->t->pool;
+	if (room < (1 + 2 * (u64)V.nr_on) * PCINET_VIO_ALIGN)
 		return false;
-	room -= (1 + (u64)n) * PCINET_VIO_ALIGN;	/* fixed part, rings */
-	for_each_dev(d) {
+	room -= (1 + (u64)V.nr_on) * PCINET_VIO_ALIGN;	/* fixed part, rings */
+	for (k = 0; k < V.nr_on; k++) {
+		d = V.on[k];
 		d->pool = d->t->pool;
 		if (want > room)
 			d->pool = (room / want * d->pool +
@@ -981,11 +980,13 @@ void pvio_run(bool peer_ok, int peer_id, int call_fd)
 	const struct pcinet_vio_rhdr *rh;
 	bool any = false;
 	struct pv_dev *d;
+	unsigned int k;
 	u32 inst, old;
 
 	if (!V.usable)
 		return;
-	for_each_dev(d) {
+	for (k = 0; k < V.nr_on; k++) {
+		d = V.on[k];
 		be_step(d, call_fd);
 		any |= d->be == BE_READY;
 	}
@@ -993,7 +994,8 @@ void pvio_run(bool peer_ok, int peer_id, int call_fd)
 		return;
 	if (!peer_ok) {
 		/* a session ends with the peer; the offers are made again */
-		for_each_dev(d) {
+		for (k = 0; k < V.nr_on; k++) {
+			d = V.on[k];
 			if (d->be != BE_READY || !(d->published || d->running))
 				continue;
 			pv_log("%s: peer gone: session over", d->t->name);
@@ -1014,9 +1016,9 @@ void pvio_run(bool peer_ok, int peer_id, int call_fd)
 		 * may already drive a device: its driver state may come
 		 * before its region header, so that is no reason to reset.
 		 */
-		for_each_dev(d)
-			if (old && d->be == BE_READY)
-				session_end(d, call_fd);
+		for (k = 0; k < V.nr_on; k++)
+			if (old && V.on[k]->be == BE_READY)
+				session_end(V.on[k], call_fd);
 	}
 	if (!V.zeroed) {
 		/* ours to write: zeroed before anything is published there */
@@ -1024,7 +1026,8 @@ void pvio_run(bool peer_ok, int peer_id, int call_fd)
 		V.zeroed = true;
 	}
 	write_rhdr(V.inst);
-	for_each_dev(d) {
+	for (k = 0; k < V.nr_on; k++) {
+		d = V.on[k];
 		if (d->be != BE_READY)
 			continue;
 		if (!d->published) {
@@ -1041,8 +1044,8 @@ int pvio_start(u8 *win, u64 win_size, int win_fd,
 {
 	const char *qsd = getenv("PCINET_QSD");
 	const char *vfsd = getenv("PCINET_VIRTIOFSD");
+	unsigned int k, q;
 	struct pv_dev *d;
-	unsigned int q;
 
 	(void)win_size;
 	if (!pvio_enabled())
@@ -1061,7 +1064,8 @@ int pvio_start(u8 *win, u64 win_size, int win_fd,
 	if (!mkdtemp(V.dir))
 		return -errno;
 	V.inst = pv_random();
-	for_each_dev(d) {
+	for (k = 0; k < V.nr_on; k++) {
+		d = V.on[k];
 		snprintf(d->sock, sizeof(d->sock), "%s/%s.sock", V.dir,
 			 d->t->device_id == VIRTIO_ID_BLOCK ? "blk" : "fs");
 		for (q = 0; q < d->t->nr_vq; q++) {
@@ -1075,24 +1079,26 @@ int pvio_start(u8 *win, u64 win_size, int win_fd,
 		       V.inst);
 	}
 	V.usable = true;
-	for_each_dev(d)
-		be_step(d, -1);
+	for (k = 0; k < V.nr_on; k++)
+		be_step(V.on[k], -1);
 	return 0;
 }
 
 void pvio_stop(int call_fd)
 {
 	struct pv_dev *d;
+	unsigned int k;
 
 	if (!V.usable)
 		return;
-	for_each_dev(d)
-		withdraw(d, call_fd, "stopping");
+	for (k = 0; k < V.nr_on; k++)
+		withdraw(V.on[k], call_fd, "stopping");
 	if (V.zeroed) {
 		write_rhdr(0);
 		ring_board(call_fd);
 	}
-	for_each_dev(d) {
+	for (k = 0; k < V.nr_on; k++) {
+		d = V.on[k];
 		if (d->be == BE_READY)
 			rings_stop(d);
 		be_kill(d);
