@@ -21,6 +21,12 @@ Cases:
   virtio-withdraw  SIGTERM to pcinet-peer: /dev/vda goes within 2 s and
                    pcinet unloads; pcinet-peer started again: /dev/vda is
                    back, and still holds what was written
+  virtio-blk-wce   VIRTIO_BLK_F_CONFIG_WCE offered and negotiated;
+                   /sys/block/vda/cache_type flipped each way on the
+                   board: the write reaches qemu-storage-daemon
+                   (SET_CONFIG, its wce read back, in pcinet-peer's log),
+                   cache_type and queue/write_cache follow; I/O still
+                   intact
   virtio-fs        pcinet-peer --blk IMAGE --fs DIR:share (two devices,
                    slots 0 and 1; virtiofsd behind the second): the guest
                    mounts `-t virtiofs share /mnt` with only pcinet loaded;
@@ -252,6 +258,36 @@ def _(t):
         back = guest_sha(t, 1, 1)
         h.expect(back == pat, f'after the restart: {back}, written {pat}')
         h.unload(t.a, 10)
+    finally:
+        peer.close()
+
+
+@h.case('virtio-blk-wce', fresh=True)
+def _(t):
+    """Config writes: cache_type on the board reaches the back end."""
+    peer = started(t)
+    try:
+        feats = t.a.run('cat /sys/block/vda/device/features').strip()
+        h.expect(len(feats) > 11 and feats[11] == '1',
+                 f'CONFIG_WCE (bit 11) not negotiated: {feats}')
+        now = t.a.run('cat /sys/block/vda/cache_type').strip()
+        h.info(f'cache_type at probe: {now}')
+        modes = ['write through', 'write back']	# wce 0, 1
+        h.expect(now in modes, f'cache_type {now!r}')
+        for wce in (1 - modes.index(now), modes.index(now)):
+            mark = peer.log_size()
+            t.a.run(f'echo "{modes[wce]}" >/sys/block/vda/cache_type')
+            peer.wait_log(f"config write: wce {wce}, the back end's wce "
+                          f'now {wce}', 5, mark)
+            t.a.run(f'grep -qx "{modes[wce]}" /sys/block/vda/cache_type '
+                    f'&& grep -qx "{modes[wce]}" '
+                    '/sys/block/vda/queue/write_cache')
+            h.info(f'cache_type {modes[wce]}: at the back end')
+        pat = write_pattern(t, 2, 1, timeout=120)
+        back = guest_sha(t, 2, 1)
+        h.expect(back == pat, f'read back {back}, written {pat}')
+        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
+                 + peer.log_tail())
     finally:
         peer.close()
 

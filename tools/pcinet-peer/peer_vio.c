@@ -73,12 +73,14 @@
 #define BLK_F_RO		VF(5)
 #define BLK_F_BLK_SIZE		VF(6)
 #define BLK_F_FLUSH		VF(9)
+#define BLK_F_CONFIG_WCE	VF(11)
 #define BLK_F_TOPOLOGY		VF(10)
 #define BLK_F_DISCARD		VF(13)
 #define BLK_F_WRITE_ZEROES	VF(14)
 /* virtio_blk_config: size_max at 8, seg_max at 12; 60 bytes in QEMU 7.2 */
 #define BLK_CFG_SIZE_MAX	8
 #define BLK_CFG_SEG_MAX		12
+#define BLK_CFG_WCE		32	/* the one byte a driver writes */
 #define BLK_CFG_LEN		60
 /* virtio_fs_config: tag[36], then num_request_queues (le32) */
 #define FS_TAG_LEN		36
@@ -105,8 +107,7 @@ enum pv_kind { PV_BLK, PV_FS, PV_NR_KIND };
  * @num: num_max of each queue
  * @pool: each pool, in regions large enough ("Pool sizing")
  * @offer_mask: the back end's feature bits we pass on.  virtio-blk: not
- *	CONFIG_WCE (config writes are not replayed yet), not MQ (one
- *	queue); never ACCESS_PLATFORM or vhost-user's own bits
+ *	MQ (one queue); never ACCESS_PLATFORM or vhost-user's own bits
  * @want_pf: vhost-user protocol features we use
  * @config_len: bytes of configuration space
  */
@@ -133,7 +134,7 @@ static const struct pv_type pv_types[PV_NR_KIND] = {
 		.offer_mask = F_RING | BLK_F_SIZE_MAX | BLK_F_SEG_MAX |
 			      BLK_F_GEOMETRY | BLK_F_RO | BLK_F_BLK_SIZE |
 			      BLK_F_FLUSH | BLK_F_TOPOLOGY | BLK_F_DISCARD |
-			      BLK_F_WRITE_ZEROES,
+			      BLK_F_WRITE_ZEROES | BLK_F_CONFIG_WCE,
 		.want_pf = VF(VU_PF_CONFIG) | VF(VU_PF_REPLY_ACK),
 		.config_len = BLK_CFG_LEN,
 	},
@@ -191,9 +192,11 @@ enum pv_be { BE_DOWN, BE_STARTING, BE_READY };
  * @running: bit q: the back end serves queue q
  * @run_peer: the peer id whose eventfd the back end rings
  * @notify: per queue, the driver's kick counter seen last
+ * @cfg_seq: the driver's config_seq replayed last
  * @kicks: kicks forwarded
  * @answers: status answers written
  * @offers: offers made
+ * @cfg_writes: config bytes replayed to the back end
  */
 struct pv_dev {
 	const struct pv_type *t;
@@ -226,8 +229,9 @@ struct pv_dev {
 	unsigned int running;
 	int run_peer;
 	u32 notify[PV_MAX_VQ];
+	u32 cfg_seq;
 
-	u64 kicks, answers, offers;
+	u64 kicks, answers, offers, cfg_writes;
 };
 
 static struct {
@@ -908,17 +912,72 @@ static void answer(struct pv_dev *d, const struct pcinet_vio_drvstate *ds,
 		       d->t->name, s, ans, d->drv_gen, seq);
 }
 
+/*
+ * Config writes (config_seq moved, V6): every byte the driver marked
+ * dirty, replayed to the back end if it is one the back end takes
+ * (virtio-blk: wce, SET_CONFIG; libvhost-user drops the connection on
+ * anything its back end refuses, so nothing else is sent), then the back
+ * end's configuration read back and published (config, then config_gen:
+ * V5).  Other bytes are ignored: read-only fields, as on any transport.
+ */
+static void config_replay(struct pv_dev *d, const struct pcinet_vio_drvstate *ds,
+			  int call_fd)
+{
+	struct pcinet_vio_devdesc *w = devdesc(d);
+	unsigned int at, ignored = 0;
+	u8 v, cfg[BLK_CFG_LEN];
+	bool changed = false;
+	int err;
+
+	for (at = 0; at < d->t->config_len; at++) {
+		if (!(le32_to_cpu(ds->config_dirty[at / 32]) & (1u << (at % 32))))
+			continue;
+		if (d->t->device_id != VIRTIO_ID_BLOCK || at != BLK_CFG_WCE ||
+		    !(d->offer & BLK_F_CONFIG_WCE)) {
+			ignored++;
+			continue;
+		}
+		v = !!ds->config[at];
+		err = vu_set_config(&d->dev, at, &v, 1);
+		/* its get_config has no offset: the whole space */
+		if (!err)
+			err = vu_get_config(&d->dev, 0, cfg, BLK_CFG_LEN);
+		if (err) {
+			be_lost(d, call_fd, "SET_CONFIG failed");
+			return;
+		}
+		d->config[at] = cfg[at];
+		d->desc.config[at] = cfg[at];
+		d->cfg_writes++;
+		changed = true;
+		pv_log("%s: config write: wce %u, the back end's wce now %u",
+		       d->t->name, v, cfg[at]);
+	}
+	if (ignored)
+		pv_log("%s: config writes to %u read-only byte(s) ignored",
+		       d->t->name, ignored);
+	if (!changed)
+		return;
+	d->desc.config_gen = cpu_to_le32(++d->config_gen);
+	memcpy(w->config, d->desc.config, sizeof(w->config));
+	/* V5: pairs with the peer's generation(); config before config_gen */
+	pcinet_store_release(&w->config_gen, d->desc.config_gen);
+	ring_board(call_fd);
+}
+
 /* The driver state block of a device: every change. */
 static void drv_poll(struct pv_dev *d, int peer_id, int call_fd)
 {
 	struct pcinet_vio_drvstate *w = drvstate(d);
 	struct pcinet_vio_drvstate ds;
-	u32 seq, drv_gen, n;
+	u32 seq, cseq, drv_gen, n;
 	unsigned int q;
 	u64 one = 1;
 
 	/* V4': pairs with V3 in the peer; the rest after status_seq */
 	seq = le32_to_cpu(pcinet_load_acquire(&w->status_seq));
+	/* V6: pairs with the peer's release of config_seq after config */
+	cseq = le32_to_cpu(pcinet_load_acquire(&w->config_seq));
 	memcpy(&ds, w, sizeof(ds));
 	drv_gen = le32_to_cpu(ds.drv_gen);
 	if (le32_to_cpu(ds.dev_gen) != d->dev_gen)
@@ -933,6 +992,7 @@ static void drv_poll(struct pv_dev *d, int peer_id, int call_fd)
 		}
 		d->drv_gen = drv_gen;
 		d->answered = false;
+		d->cfg_seq = 0;
 		if (drv_gen && le32_to_cpu(ds.error))
 			pv_log("%s: driver reports error %u", d->t->name,
 			       le32_to_cpu(ds.error));
@@ -941,7 +1001,11 @@ static void drv_poll(struct pv_dev *d, int peer_id, int call_fd)
 		return;
 	if (!d->answered || seq != d->seq)
 		answer(d, &ds, seq, peer_id, call_fd);
-	if (!d->running)
+	if (d->be == BE_READY && cseq != d->cfg_seq) {
+		d->cfg_seq = cseq;
+		config_replay(d, &ds, call_fd);
+	}
+	if (d->be != BE_READY || !d->running)
 		return;
 	if (peer_id != d->run_peer) {
 		/* the back end rings an eventfd of a peer that left */
@@ -1103,10 +1167,11 @@ void pvio_stop(int call_fd)
 			rings_stop(d);
 		be_kill(d);
 		unlink(d->sock);
-		pv_log("%s stopped: %llu offers, %llu status answers, %llu kicks forwarded",
+		pv_log("%s stopped: %llu offers, %llu status answers, %llu kicks forwarded, %llu config writes",
 		       d->t->name, (unsigned long long)d->offers,
 		       (unsigned long long)d->answers,
-		       (unsigned long long)d->kicks);
+		       (unsigned long long)d->kicks,
+		       (unsigned long long)d->cfg_writes);
 	}
 	rmdir(V.dir);
 }
