@@ -1167,7 +1167,7 @@ void pvio_stop(int call_fd)
 			rings_stop(d);
 		be_kill(d);
 		unlink(d->sock);
-		pv_log("%s stopped: %llu offers, %llu status answers, %llu kicks forwarded, %llu config writes",
+		pv_log("%s stopped: %llu offers, %llu answers, %llu kicks, %llu config writes",
 		       d->t->name, (unsigned long long)d->offers,
 		       (unsigned long long)d->answers,
 		       (unsigned long long)d->kicks,
