@@ -71,7 +71,7 @@
 #define NR_SLOTS		2		/* a pcinet link has two sides */
 #define MAX_VECTORS		16
 #define IVSHMEM_MAX_ID		0xfffe		/* QEMU peer IDs are 16 bits */
-#define DEF_VECTORS		3		/* PCINET_NR_VEC */
+#define DEF_VECTORS		4		/* PCINET_NR_VEC */
 #define DEF_SIZE		(16ULL << 20)
 #define MIN_SIZE		(4ULL << 20)
 #define MAX_SIZE		(1ULL << 30)

@@ -120,9 +120,9 @@ A=$T/a.out
 "$CLIENT" -S "$S" -t 60 >"$A" 2>&1 &
 AP=$!
 pids+=("$AP")
-check "first client gets id 0" wait_for "$A" "^setup done id=0 vectors=3"
+check "first client gets id 0" wait_for "$A" "^setup done id=0 vectors=4"
 check "window header: magic, 16M, 3 vectors, data inboxes" \
-	grep -q "^shm size=16777216 magic=ok version=1 vectors=3 $(
+	grep -q "^shm size=16777216 magic=ok version=1 vectors=4 $(
 		)data0=0x10000+0x7f0000 data1=0x800000+0x7f0000" "$A"
 check "first client sees attach_epoch = 1,0" grep -q "^shm .* epoch=1,0 state=up,down" "$A"
 check "without -V: no virtio regions in the header" eval '! grep -q "^vio" "$A"'
@@ -131,9 +131,9 @@ B=$T/b.out
 "$CLIENT" -S "$S" -t 60 >"$B" 2>&1 &
 BP=$!
 pids+=("$BP")
-check "second client gets id 1" wait_for "$B" "^setup done id=1 vectors=3"
-check "second client is told about peer 0 during setup" grep -q "^peer 0 joined vectors=3" "$B"
-check "first client is told peer 1 joined" wait_for "$A" "^peer 1 joined vectors=3"
+check "second client gets id 1" wait_for "$B" "^setup done id=1 vectors=4"
+check "second client is told about peer 0 during setup" grep -q "^peer 0 joined vectors=4" "$B"
+check "first client is told peer 1 joined" wait_for "$A" "^peer 1 joined vectors=4"
 check "first client's vector 0 rung on attach, epoch 1,1" \
 	wait_for "$A" "^vector 0 rung count=1 epoch=1,1 state=up,up"
 
@@ -302,8 +302,8 @@ direct_ok() { wait_total 8 "$IB" 1 3 20; }
 check "without -I: doorbells reach the peer while the fabric is stopped (direct eventfds)" \
 	direct_ok
 kill -CONT $FP
-check "without -I: the fabric holds just the guests' 6 eventfds, as before" \
-	eval '[ "$(ls -l /proc/$FP/fd | grep -c "anon_inode:\[eventfd\]")" -eq 6 ]'
+check "without -I: the fabric holds just the guests' 8 eventfds (4 vectors x 2), as before" \
+	eval '[ "$(ls -l /proc/$FP/fd | grep -c "anon_inode:\[eventfd\]")" -eq 8 ]'
 stop_clients
 kill -TERM $FP
 wait $FP
@@ -475,7 +475,7 @@ check "-I: nothing is forwarded while the fabric is stopped" \
 kill -CONT $FP
 check "-I: ... and all of it once it runs again" wait_total 8 "$IB" 1 3
 check "-I: the fabric holds 2 eventfds per vector and peer" \
-	eval '[ "$(ls -l /proc/$FP/fd | grep -c "anon_inode:\[eventfd\]")" -eq 12 ]'
+	eval '[ "$(ls -l /proc/$FP/fd | grep -c "anon_inode:\[eventfd\]")" -eq 16 ]'
 
 ctl "stats reset" >/dev/null
 ring 7 "$IA" 1 200 1000
@@ -648,11 +648,11 @@ if command -v qemu-system-x86_64 >/dev/null; then
 	wait_for "$T/f.out" "^setup done id=0" >/dev/null
 	qemu-system-x86_64 -machine q35,accel=tcg -nodefaults -display none -S \
 		-monitor none -serial none -chardev socket,path="$S",id=c0 \
-		-device ivshmem-doorbell,chardev=c0,vectors=3 >"$Q" 2>&1 &
+		-device ivshmem-doorbell,chardev=c0,vectors=4 >"$Q" 2>&1 &
 	QP=$!
 	pids+=("$QP")
-	check "qemu ivshmem-doorbell attaches as peer 1 with 3 vectors" \
-		eval 'wait_for "$T/f.out" "^peer 1 joined vectors=3" 100 &&
+	check "qemu ivshmem-doorbell attaches as peer 1 with 4 vectors" \
+		eval 'wait_for "$T/f.out" "^peer 1 joined vectors=4" 100 &&
 		      wait_for "$L" "peer 1 \\(id 1\\) joined"'
 	kill $QP
 	wait $QP 2>/dev/null
@@ -676,11 +676,11 @@ if command -v qemu-system-x86_64 >/dev/null; then
 	wait_for "$T/g.out" "^setup done id=0" >/dev/null
 	qemu-system-x86_64 -machine q35,accel=tcg -nodefaults -display none -S \
 		-monitor none -serial none -chardev socket,path="$S",id=c0 \
-		-device ivshmem-doorbell,chardev=c0,vectors=3 >"$Q" 2>&1 &
+		-device ivshmem-doorbell,chardev=c0,vectors=4 >"$Q" 2>&1 &
 	QP=$!
 	pids+=("$QP")
-	check "-I: qemu attaches to an interposed fabric with 3 vectors, no errors" \
-		eval 'wait_for "$T/g.out" "^peer 1 joined vectors=3" 100 &&
+	check "-I: qemu attaches to an interposed fabric with 4 vectors, no errors" \
+		eval 'wait_for "$T/g.out" "^peer 1 joined vectors=4" 100 &&
 		      wait_for "$L" "peer 1 \\(id 1\\) joined" && sleep 0.5 &&
 		      ! grep -qi "ivshmem\|error" "$Q"'
 	ring 7 "$T/g.out" 1 4 1000
