@@ -35,6 +35,10 @@ Cases:
                    chmod and touch -d seen across; umount; mounted again,
                    SIGTERM to pcinet-peer with the mount idle: the device
                    goes within 2 s, umount returns, pcinet unloads
+  virtio-fs-restart  virtiofsd killed (SIGKILL) under a mount: pcinet-peer
+                   withdraws the device, starts virtiofsd again and offers
+                   it anew; the dead mount unmounts, a new one reads a
+                   file written on the host meanwhile
   virtio-fs-abort  pcinet-peer frozen (SIGSTOP) under a mount: a FUSE
                    request in flight fails with EIO once the board gives
                    the peer up (the relay's abort writes a FUSE error
@@ -310,6 +314,35 @@ def _(t):
         h.info(f'virtio-fs device gone {took:.2f} s after SIGTERM')
         t.a.run('umount /mnt', timeout=20)
         h.unload(t.a, 10)
+    finally:
+        peer.close()
+
+
+@h.case('virtio-fs-restart', fresh=True)
+def _(t):
+    """A dead virtiofsd: withdrawn, started again, offered anew."""
+    share = t.workdir / 'share'
+    shutil.rmtree(share, ignore_errors=True)
+    share.mkdir()
+    peer = started(t, share)
+    try:
+        fs_mount(t)
+        t.a.run('ls /mnt >/dev/null')
+        pids = re.findall(r'virtio-fs: started \S+ \(pid (\d+)\)',
+                          peer.log.read_text())
+        h.expect(len(pids) == 1, f'virtiofsd pids in the log: {pids}')
+        mark = peer.log_size()
+        os.kill(int(pids[0]), signal.SIGKILL)
+        peer.wait_log('virtio-fs withdrawn', 5, mark)
+        peer.wait_log('device offered: virtio-fs', 10, mark)
+        (share / 'later.txt').write_text('after the restart\n')
+        t.a.wait_until(FS_DEV, 10, what='virtio-fs back')
+        t.a.run('umount /mnt', timeout=20)
+        fs_mount(t)
+        t.a.run('grep -qx "after the restart" /mnt/later.txt')
+        t.a.run('umount /mnt', timeout=20)
+        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
+                 + peer.log_tail())
     finally:
         peer.close()
 

@@ -619,6 +619,7 @@ static void be_kill(struct pv_dev *d)
 
 	vu_close(&d->dev);
 	d->running = 0;
+	d->feat_ok = false;
 	d->be = BE_DOWN;
 	if (d->pid <= 0)
 		return;
