@@ -13,7 +13,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 SRC := $(TOP)/drivers/net/pcinet
 KBUILD_ARGS = -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
 
-.PHONY: all module debug-kernel debug-module fabric unit setup check demo chassis bench bench-storage bench-scale bench-chassis soak \
+.PHONY: all module debug-kernel debug-module fabric unit setup check demo chassis bench bench-storage bench-scale bench-chassis bench-virtio soak \
 	style sparse w1 w1-6.1 w1-6.12 gates install dkms clean
 
 all: module fabric
@@ -103,6 +103,11 @@ bench-scale:
 # through the host's br0): bench/results/chassis.{json,md}
 bench-chassis:
 	$(TOP)/scripts/bench.sh --only chassis
+
+# virtio-blk over pcinet against NBD over pcinet0, both served from this
+# machine by pcinet-peer (one board guest): bench/results/virtio.{json,md}
+bench-virtio:
+	$(TOP)/scripts/bench.sh --only virtio
 
 # Traffic and faults of every kind for MINUTES (default 10) on the debug
 # kernel (KERNEL=debian for Debian's): see tests/qemu/soak.py.

@@ -65,6 +65,11 @@ label, for both.  Progress goes to stdout.  Usage:
                                        results/scale.json, scale.md, scale.png)
     python3 bench/bench.py --only chassis   (the chassis section alone, ~1.5 min:
                                        results/chassis.json and chassis.md)
+    python3 bench/bench.py --only virtio    (virtio-blk over pcinet against NBD
+                                       over pcinet0, both served from this
+                                       machine by pcinet-peer, ~5 min; not in
+                                       the full run: results/virtio.json and
+                                       virtio.md; bench/virtio_route.py)
 
 Environment: BENCH_REPS, BENCH_SECS, BENCH_STORAGE_SECS, BENCH_META_FILES
 (defaults for the options); those of
@@ -1439,6 +1444,28 @@ def chassis_main(args, meta, out):
     return 1 if sec['errors'] or sec['splats'] else 0
 
 
+def virtio_main(args, meta, out):
+    """bench.py --only virtio: the virtio disk over pcinet against NBD over
+    pcinet0, both served by this machine (bench/virtio_route.py)."""
+    import virtio_route as VR
+    sec = {'figures': {}, 'ratios': {}, 'runs': [], 'errors': ['interrupted'],
+           'splats': [], 'guest': {}}
+    try:
+        sec = VR.virtio_bench(args, progress, fig)
+    except KeyboardInterrupt:
+        progress('interrupted')
+    meta['load_end'] = ', '.join(f'{x:.2f}' for x in os.getloadavg())
+    meta['run_time_min'] = (time.monotonic() - T0) / 60
+    write_section(out, meta, 'virtio', sec)
+    for name, r in sec['ratios'].items():
+        progress(f"  virtio / NBD {name}: {r['ratio']:.2f} (target "
+                 f"{'>=' if r['how'] == 'min' else '<='} {r['goal']}: "
+                 f"{'met' if r['met'] else 'not met'})")
+    progress(f"done in {meta['run_time_min']:.1f} min: {out / 'virtio.md'}"
+             + (f"; {len(sec['errors'])} errors" if sec['errors'] else ''))
+    return 1 if sec['errors'] or sec['splats'] else 0
+
+
 # --------------------------------------------------------------------------
 # output: json, md, png
 # --------------------------------------------------------------------------
@@ -1539,7 +1566,7 @@ def main(argv=None):
                     default=list(F.SCALE_NS),
                     help='the scaling section\'s numbers of links, comma-separated '
                     f'(default {",".join(map(str, F.SCALE_NS))})')
-    ap.add_argument('--only', choices=('storage', 'scale', 'chassis'),
+    ap.add_argument('--only', choices=('storage', 'scale', 'chassis', 'virtio'),
                     help='measure one section only; its results go to OUT/<section>.json '
                     'and .md (latest.* stay as they are)')
     ap.add_argument('--skip', action='append', default=[],
@@ -1579,6 +1606,8 @@ def main(argv=None):
         return scale_main(args, meta, out)
     if args.only == 'chassis':
         return chassis_main(args, meta, out)
+    if args.only == 'virtio':
+        return virtio_main(args, meta, out)
     bench = Bench(args)
     rc = 0
     try:

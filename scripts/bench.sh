@@ -11,6 +11,8 @@
 #   scripts/bench.sh --only storage   the storage section alone (make bench-storage)
 #   scripts/bench.sh --only scale     the scaling section alone (make bench-scale)
 #   scripts/bench.sh --only chassis   the chassis section alone (make bench-chassis)
+#   scripts/bench.sh --only virtio    the virtio disk against NBD, from this
+#                                     machine (make bench-virtio)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"

@@ -147,8 +147,8 @@ DEBUG_CASES=(
 	=tty-cooked-flow-control =tty-under-iperf3
 	=fault-ctrl0 =fault-net1 =fault-integrity =fault-doorbells
 	=fault-rmmod-scribbled =fault-tty-integrity =peer-cycles =peer-hostile-crc
-	=virtio-blk =virtio-withdraw =virtio-blk-wce =virtio-fs =virtio-fs-restart
-	=virtio-fs-abort
+	=virtio-blk =virtio-withdraw =virtio-blk-ext4 =virtio-blk-sync-kill
+	=virtio-blk-wce =virtio-fs =virtio-fs-restart =virtio-fs-abort
 )
 
 rounds=${REPEAT:-1}

@@ -922,10 +922,15 @@ CONFIG = {
     'nic': False,		# False: "-nic none" (vm_args may add a NIC)
     'fabric_vio': None,		# virtio regions of this size ('8M'), fabric -V
     'extra_modules': [],	# .ko files put in the guests' /lib/modules/extra
+    'storage': False,		# the initramfs with the storage tools and
+				# modules (mkinitramfs.sh --storage: fio,
+				# mke2fs, ext4, ...), shared by all
 }
 # Options that describe the machines and links (those a case may override
-# with @case(topology=...)); extra_modules is the initramfs, shared by all.
-TOPOLOGY_KEYS = tuple(k for k in CONFIG if k != 'extra_modules')
+# with @case(topology=...)); extra_modules and storage are the initramfs,
+# shared by all.
+TOPOLOGY_KEYS = tuple(k for k in CONFIG if k not in ('extra_modules',
+                                                     'storage'))
 
 
 def configure(**kw):
@@ -1526,7 +1531,8 @@ def main(argv=None):
         if any(Path(m).name == 'pcinet.ko' for m in CONFIG['extra_modules']):
             check_fresh_build()
         initrd = build_initramfs(workdir / 'initramfs.cpio.gz',
-                                 CONFIG['extra_modules'], env)
+                                 CONFIG['extra_modules'], env,
+                                 storage=CONFIG['storage'])
         for c in selected:
             t0 = time.monotonic()
             marks = {}
