@@ -729,6 +729,19 @@ static int be_negotiate(struct pv_dev *d)
 		return err;
 	memset(d->config, 0, sizeof(d->config));
 	if (d->t->device_id == VIRTIO_ID_BLOCK) {
+		/*
+		 * qemu-storage-daemon reports wce 0 while its export caches
+		 * (writethrough=off, its default): a driver believing it would
+		 * never flush.  Set wce 1, what it does, so the driver starts
+		 * in write back and flushes, as without CONFIG_WCE.
+		 */
+		if (d->be_features & BLK_F_CONFIG_WCE) {
+			u8 one = 1;
+
+			err = vu_set_config(&d->dev, BLK_CFG_WCE, &one, 1);
+			if (err)
+				return err;
+		}
 		err = vu_get_config(&d->dev, 0, d->config, BLK_CFG_LEN);
 		if (err)
 			return err;
