@@ -150,6 +150,7 @@ DEBUG_CASES=(
 	=virtio-blk =virtio-withdraw =virtio-blk-ext4 =virtio-blk-sync-kill
 	=virtio-blk-fio =vhost-blk =vhost-fs =vhost-withdraw =vhost-withdraw-in-probe
 	=vhost-peer-cycles
+	=virtio-blk-wce =virtio-fs =virtio-fs-restart =virtio-fs-abort
 )
 
 rounds=${REPEAT:-1}

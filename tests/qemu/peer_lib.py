@@ -204,10 +204,12 @@ class Peer(PeerProcess):
 
 class BlkPeer(PeerProcess):
     """pcinet-peer --blk IMAGE (img_mib MiB, made empty) on the topology's
-    fabric, its TAP in a netns."""
+    fabric, its TAP in a netns; with fs ('DIR:TAG'), --fs fs as well (a
+    virtio-fs device beside the virtio-blk one)."""
 
-    def __init__(self, t, img_mib):
+    def __init__(self, t, img_mib, fs=None):
         self.t = t
+        self.fs = fs
         self.img = t.workdir / 'vda.raw'
         super().__init__(f'pnv-{os.getpid()}', t.fabric,
                          t.workdir / 'peer.log')
@@ -215,8 +217,11 @@ class BlkPeer(PeerProcess):
             f.truncate(img_mib << 20)
 
     def start(self):
-        mark = self.spawn('-i', 'pnv0', '--blk', self.img)
-        self.wait_log('vio: back end ready', 15, mark)
+        mark = self.spawn('-i', 'pnv0', '--blk', self.img,
+                          *(['--fs', self.fs] if self.fs else []))
+        self.wait_log('vio: back end ready: virtio-blk', 15, mark)
+        if self.fs:
+            self.wait_log('vio: back end ready: virtio-fs', 15, mark)
 
     def image_sha(self, off_mib, mib):
         with open(self.img, 'rb') as f:

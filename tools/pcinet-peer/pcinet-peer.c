@@ -93,7 +93,7 @@ static struct {
 	unsigned int nvec;
 
 	/* the window */
-	int win_fd;		/* kept for the virtio back end (--blk) */
+	int win_fd;		/* kept for the virtio back ends (--blk, --fs) */
 	u8 *win;
 	u64 win_size;
 	struct pcinet_win_hdr *hdr;
@@ -994,7 +994,7 @@ static void link_stop(void)
 		unlink(P.pty_link);
 }
 
-/* ----- the virtio device side (--blk, peer_vio.c) ----- */
+/* ----- the virtio device side (--blk, --fs, peer_vio.c) ----- */
 
 /* The eventfd that rings the peer's virtio vector (vector 0 without one). */
 static int vio_call_fd(void)
@@ -1567,7 +1567,7 @@ static __noreturn void print_usage(int status)
 		"                   [--no-offload] [--no-integrity]\n"
 		"                   [--hostile=SECS[:RATE[:AFTER]]]\n"
 		"                   [--hostile-kind=garbage|records|all]\n"
-		"                   [--blk IMAGE] [-v]\n"
+		"                   [--blk IMAGE] [--fs DIR:TAG] [-v]\n"
 		"  -S SOCKET        the fabric's (ivshmem server's) unix socket\n"
 		"  -i IFNAME        TAP interface name (default pcinet%%d)\n"
 		"  -l PTY_LINK      symlink to the tty channel's pty\n"
@@ -1590,7 +1590,11 @@ static __noreturn void print_usage(int status)
 		"                   (offload headers, frames, tty bytes), or both\n"
 		"  --blk IMAGE      serve IMAGE as a virtio-blk device to the peer (the\n"
 		"                   virtio channel's device side; qemu-storage-daemon,\n"
-		"                   or $PCINET_QSD, is the back end)\n",
+		"                   or $PCINET_QSD, is the back end)\n"
+		"  --fs DIR:TAG     share DIR as a virtio-fs device with the tag TAG\n"
+		"                   (1-36 of [A-Za-z0-9._-]); /usr/lib/qemu/virtiofsd,\n"
+		"                   or $PCINET_VIRTIOFSD, is the back end, with\n"
+		"                   -o sandbox=$PCINET_VIRTIOFSD_SANDBOX (namespace)\n",
 		PCINET_PEER_TIMEOUT_MS);
 	exit(status);
 }
@@ -1610,6 +1614,7 @@ int main(int argc, char **argv)
 		{ "hostile", required_argument, NULL, 'H' },
 		{ "hostile-kind", required_argument, NULL, 'K' },
 		{ "blk", required_argument, NULL, 'B' },
+		{ "fs", required_argument, NULL, 'F' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ }
@@ -1684,7 +1689,11 @@ int main(int argc, char **argv)
 				print_usage(1);
 			break;
 		case 'B':
-			pvio_setup(optarg);
+			pvio_setup_blk(optarg);
+			break;
+		case 'F':
+			if (pvio_setup_fs(optarg))
+				die("--fs %s: not DIR:TAG (see --help)", optarg);
 			break;
 		case 'v':
 			P.verbose = true;
@@ -1732,7 +1741,7 @@ int main(int argc, char **argv)
 	fabric_connect();
 	ret = pvio_start(P.win, P.win_size, P.win_fd, &P.lay, P.side);
 	if (ret)
-		die("--blk: %s", strerror(-ret));
+		die("virtio device side: %s", strerror(-ret));
 	printf("pcinet-peer: id=%d side=%d ifname=%s pty=%s name=%s slot=%u\n",
 	       P.own_id, P.side, P.ifname, P.pty_path, P.ident.name,
 	       P.ident.slot);

@@ -11,6 +11,10 @@
 #                                     (pcinet_vio_ring.c) and a small
 #                                     virtio-blk driver
 #
+# With virtiofsd installed, pcinet-peer also gets --fs DIR:share: a
+# virtio-fs device in slot 1 beside the blk one in slot 0 (B uses slot 0
+# only); checked: it is offered, and virtiofsd ends with pcinet-peer.
+#
 # B finds the device, negotiates through its driver state block, runs
 # I/O (several thousand requests, data checked), resets the device; then
 # pcinet-peer gets SIGTERM and B checks the device is withdrawn.  The
@@ -27,6 +31,7 @@ peer=${PCINET_PEER:-$here/pcinet-peer}
 fabric=$top/tools/pcinet-fabric/pcinet-fabric
 board=$top/tools/pcinet-vhost/vu_relay_test
 qsd=${PCINET_QSD:-qemu-storage-daemon}
+virtiofsd=${PCINET_VIRTIOFSD:-/usr/lib/qemu/virtiofsd}
 verbose=${1:-}
 IMG_MIB=64
 SECTORS=$((IMG_MIB * 2048))
@@ -84,10 +89,16 @@ sock=$dir/fabric.sock
 fpid=$!
 wait_for "$dir/fabric.log" "listening on" || { nok "fabric starts"; echo "$passed passed, $failed failed"; exit 1; }
 
-unshare -n "$peer" -S "$sock" --blk "$img" -i vio%d >"$dir/peer.out" 2>"$dir/peer.log" &
+fs=()
+if [ -x "$virtiofsd" ]; then
+	mkdir "$dir/share"
+	fs=(--fs "$dir/share:share")
+fi
+unshare -n "$peer" -S "$sock" --blk "$img" "${fs[@]}" -i vio%d >"$dir/peer.out" 2>"$dir/peer.log" &
 ppid_=$!
-check "pcinet-peer --blk: the back end is ready" wait_for "$dir/peer.log" "vio: back end ready"
-qpid=$(sed -n 's/.*vio: started .* (pid \([0-9]*\)).*/\1/p' "$dir/peer.log" | head -1)
+check "pcinet-peer --blk: the back end is ready" wait_for "$dir/peer.log" "vio: back end ready: virtio-blk"
+qpid=$(sed -n 's/.*vio: virtio-blk: started .* (pid \([0-9]*\)).*/\1/p' "$dir/peer.log" | head -1)
+vpid=$(sed -n 's/.*vio: virtio-fs: started .* (pid \([0-9]*\)).*/\1/p' "$dir/peer.log" | head -1)
 
 timeout 300 "$board" -S "$sock" -e $SECTORS -d "$dir/expect" -W >"$dir/board.log" 2>&1 &
 bpid=$!
@@ -104,11 +115,19 @@ wait "$ppid_"
 rc=$?
 ppid_=
 check "pcinet-peer exits 0 on SIGTERM" [ $rc -eq 0 ]
-check "pcinet-peer withdrew the device on SIGTERM" grep -q "vio: device withdrawn .*stopping" "$dir/peer.log"
+check "pcinet-peer withdrew the device on SIGTERM" grep -q "vio: virtio-blk withdrawn .*stopping" "$dir/peer.log"
 check "qemu-storage-daemon (pid ${qpid:-?}) ended with pcinet-peer" \
 	eval '[ -n "$qpid" ] && ! kill -0 "$qpid" 2>/dev/null'
+if [ ${#fs[@]} -gt 0 ]; then
+	check "pcinet-peer --fs: virtio-fs offered in slot 1 beside virtio-blk" \
+		grep -q "vio: device offered: virtio-fs in slot 1" "$dir/peer.log"
+	check "virtiofsd (pid ${vpid:-?}) ended with pcinet-peer" \
+		eval '[ -n "$vpid" ] && ! kill -0 "$vpid" 2>/dev/null'
+else
+	echo "# $virtiofsd not installed: --fs not checked"
+fi
 check "DRIVER_OK ran the back end's ring on the window (two spans)" \
-	grep -q "vio: queue 0 running" "$dir/peer.log"
+	grep -q "vio: virtio-blk: queue 0 running" "$dir/peer.log"
 check "qemu-storage-daemon logged no errors" eval '! grep -v "pcinet-peer" "$dir/peer.log" "$dir/peer.out" | grep -qiE "panic|error"'
 
 check "image sectors 8-23 hold what the board wrote (dd | cmp)" \

@@ -20,9 +20,9 @@
  *
  * The ring bits the relay uses and the block bits that need nothing from
  * the transport, plus VERSION_1, SIZE_MAX and SEG_MAX (always set by
- * vio_blk_clamp()).  Not CONFIG_WCE (configuration writes are not
- * replayed), not MQ (one queue), never ACCESS_PLATFORM or vhost-user's
- * own bits.
+ * vio_blk_clamp()).  Not CONFIG_WCE: a device side that replays the
+ * driver's configuration writes (pcinet-peer) adds it itself; not MQ (one
+ * queue), never ACCESS_PLATFORM or vhost-user's own bits.
  */
 uint64_t vio_blk_offer(uint64_t be_features);
 

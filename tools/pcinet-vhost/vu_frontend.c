@@ -412,6 +412,24 @@ int vu_get_config(struct vu_dev *d, uint32_t offset, void *buf, uint32_t len)
 	return 0;
 }
 
+int vu_set_config(struct vu_dev *d, uint32_t offset, const void *buf,
+		  uint32_t len)
+{
+	uint32_t hdr = offsetof(struct vu_config, data);
+	struct vu_config c;
+
+	if (!(d->acked_protocol_features & (1ull << VU_PF_CONFIG)))
+		return -EOPNOTSUPP;
+	if (!len || len > VU_MAX_CONFIG || offset > VU_MAX_CONFIG - len)
+		return -EINVAL;
+	memset(&c, 0, sizeof(c));
+	c.offset = offset;
+	c.size = len;
+	c.flags = 0;		/* VHOST_SET_CONFIG_TYPE_FRONTEND */
+	memcpy(c.data, buf, len);
+	return vu_set(d, VU_SET_CONFIG, &c, hdr + len, NULL, 0);
+}
+
 static int vring_state(struct vu_dev *d, uint32_t req, unsigned int idx,
 		       unsigned int num)
 {

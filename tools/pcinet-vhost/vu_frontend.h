@@ -195,6 +195,13 @@ int vu_set_mem_table(struct vu_dev *d, const struct vu_mem *mem);
 int vu_set_mem_regions(struct vu_dev *d, const struct vu_mem *regs,
 		       unsigned int n);
 int vu_get_config(struct vu_dev *d, uint32_t offset, void *buf, uint32_t len);
+/*
+ * SET_CONFIG from the front end (flags 0).  libvhost-user panics (drops
+ * the connection) when the back end's set_config refuses: send only what
+ * the back end takes (qemu-storage-daemon: the one wce byte).
+ */
+int vu_set_config(struct vu_dev *d, uint32_t offset, const void *buf,
+		  uint32_t len);
 int vu_set_vring_num(struct vu_dev *d, unsigned int idx, unsigned int num);
 int vu_set_vring_addr(struct vu_dev *d, unsigned int idx,
 		      uint64_t desc_gpa, uint64_t avail_gpa, uint64_t used_gpa);

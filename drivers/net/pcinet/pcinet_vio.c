@@ -483,19 +483,32 @@ static void pcinet_vio_io_work(struct work_struct *work)
 
 /* ----- virtio_config_ops ----- */
 
+/*
+ * A byte the driver wrote reads back as written (a register): D replays
+ * writes to its back end later (config_seq, V6), while a driver may read
+ * a field right after writing it (virtio_blk's cache_type_store() reads
+ * wce back at once).  Every other byte is D's live configuration.
+ */
 static void pcinet_vio_get(struct virtio_device *vdev, unsigned int offset,
 			   void *buf, unsigned int len)
 {
 	struct pcinet_vio_dev *dev = to_pcinet_vio_dev(vdev);
-	unsigned int i;
+	const struct pcinet_vio_drvstate *st = &dev->slot->st;
+	unsigned int i, at;
+	unsigned long flags;
 	u8 *b = buf;
 
+	spin_lock_irqsave(&dev->lock, flags);
 	for (i = 0; i < len; i++) {
-		unsigned int at = offset + i;
-
-		b[i] = at < dev->info.config_len && at >= offset ?
-		       READ_ONCE(dev->desc->config[at]) : 0;
+		at = offset + i;
+		if (at >= dev->info.config_len || at < offset)
+			b[i] = 0;
+		else if (le32_to_cpu(st->config_dirty[at / 32]) & BIT(at % 32))
+			b[i] = st->config[at];
+		else
+			b[i] = READ_ONCE(dev->desc->config[at]);
 	}
+	spin_unlock_irqrestore(&dev->lock, flags);
 }
 
 static void pcinet_vio_set(struct virtio_device *vdev, unsigned int offset,

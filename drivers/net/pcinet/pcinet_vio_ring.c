@@ -24,8 +24,19 @@
 /* Full barrier of R2 and R4: callers name their pair. */
 #define pcinet_vio_mb()			virt_mb()
 
-/* The FUSE error an aborted virtio-fs request reports (-EIO). */
+/*
+ * An aborted virtio-fs request gets a complete FUSE error reply: the
+ * reply header (struct fuse_out_header: len, error, unique) in its first
+ * IN buffer, len the header's 16 bytes, error -EIO, unique copied from
+ * the request header (struct fuse_in_header: unique at offset 8) in its
+ * first OUT buffer; the used length is the header's.  A kernel that
+ * checks replies (virtio_fs_verify_response(), 6.12.118) takes it as it
+ * is; with a header left 0xff it would log a bad length and fail the
+ * request with -EIO itself, an older one with -EPERM.
+ */
 #define PCINET_VIO_FUSE_EIO		(-5)
+#define PCINET_VIO_FUSE_OUT_HDR		16
+#define PCINET_VIO_FUSE_IN_UNIQUE	8
 
 static u64 pcinet_vio_align(u64 x, u64 a)
 {
@@ -369,6 +380,9 @@ struct pcinet_vio_walk {
 	u64 in_pos;		/* layout cursor in the IN extent */
 	u64 out_align;		/* extent alignments */
 	u64 in_align;
+	u64 first_out;		/* driver address of the first OUT buffer */
+	u32 first_out_len;	/* its length (0: none) */
+	bool fuse_reply;	/* POISON wrote a FUSE error reply */
 };
 
 enum pcinet_vio_pass {
@@ -407,6 +421,10 @@ static void pcinet_vio_step(struct pcinet_vio_vq *vq, struct pcinet_vio_walk *w,
 		at = pcinet_vio_place(&w->in_pos, &w->in_align, len);
 		w->in_bytes += len;
 	} else {
+		if (!w->out_bytes && !w->first_out_len) {
+			w->first_out = addr;
+			w->first_out_len = len;
+		}
 		prev = w->out_pos;
 		at = pcinet_vio_place(&w->out_pos, &w->out_align, len);
 		w->out_bytes += len;
@@ -448,12 +466,21 @@ static void pcinet_vio_step(struct pcinet_vio_vq *vq, struct pcinet_vio_walk *w,
 		if (!write || !len)
 			return;
 		rl->ops->set_drv(rl->ctx, addr, 0xff, len);
-		/* virtio-fs: the FUSE reply header's error, at offset 4 */
+		/* virtio-fs: a FUSE error reply in the first IN buffer */
 		if (rl->device_id == PCINET_VIRTIO_ID_FS &&
-		    w->in_bytes == len && len >= 8) {
-			__le32 e = cpu_to_le32((u32)PCINET_VIO_FUSE_EIO);
+		    w->in_bytes == len && len >= PCINET_VIO_FUSE_OUT_HDR) {
+			__le32 h[4] = {
+				cpu_to_le32(PCINET_VIO_FUSE_OUT_HDR),
+				cpu_to_le32((u32)PCINET_VIO_FUSE_EIO),
+			};
 
-			rl->ops->to_drv(rl->ctx, addr + 4, &e, sizeof(e));
+			/* the driver's own memory: its request's unique */
+			if (w->first_out_len >= PCINET_VIO_FUSE_IN_UNIQUE + 8)
+				rl->ops->from_drv(rl->ctx, &h[2],
+						  w->first_out +
+						  PCINET_VIO_FUSE_IN_UNIQUE, 8);
+			rl->ops->to_drv(rl->ctx, addr, h, sizeof(h));
+			w->fuse_reply = true;
 		}
 		return;
 	}
@@ -619,7 +646,7 @@ static void pcinet_vio_abort_one(struct pcinet_vio_vq *vq, u16 head)
 	u32 len = 0;
 
 	if (!pcinet_vio_chain(vq, head, PCINET_VIO_POISON, NULL, &w))
-		len = (u32)w.in_bytes;
+		len = w.fuse_reply ? PCINET_VIO_FUSE_OUT_HDR : (u32)w.in_bytes;
 	pcinet_vio_post(vq, head, len);
 	vq->stats.aborted++;
 }

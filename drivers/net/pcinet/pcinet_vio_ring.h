@@ -254,8 +254,8 @@ struct pcinet_vio_stats {
  * @in: IN pool (in B's drv span)
  * @ops: access to the driver's buffers
  * @ctx: passed to @ops
- * @device_id: virtio device ID (PCINET_VIRTIO_ID_FS: aborts set the FUSE
- *	reply's error)
+ * @device_id: virtio device ID (PCINET_VIRTIO_ID_FS: an abort writes a
+ *	FUSE error reply, -EIO)
  * @indirect: the device ring uses INDIRECT_DESC
  * @event_idx: the device ring uses EVENT_IDX
  * @dead: the device is gone: nothing touches the window any more, every

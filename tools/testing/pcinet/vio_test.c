@@ -953,16 +953,19 @@ static int t_fuzz(void)
 }
 
 /*
- * Abort of a virtio-fs request: every IN byte 0xff except the FUSE reply
- * header's error (bytes 4..7 of the first IN buffer), -EIO; a request
- * still waiting in the private avail ring is aborted the same way.
+ * Abort of a virtio-fs request: a FUSE error reply in the first IN
+ * buffer (len 16, error -EIO, unique copied from bytes 8..15 of the first
+ * OUT buffer, the request header), every other IN byte 0xff, used length
+ * 16; a request still waiting in the private avail ring is aborted the
+ * same way.  A first IN buffer shorter than the header: all 0xff, used
+ * length the IN bytes.
  */
 static int t_abort_fs(void)
 {
-	u32 lens[4] = { 40, 16, 100, 1 };
-	int r, e, head[2];
+	u32 lens[4] = { 40, 16, 100, 1 }, short_lens[2] = { 40, 12 };
+	int r, head[3];
 	struct fx f;
-	u32 k, j;
+	u32 k, j, h[4];
 
 	if (fx_init(&f, 16, 64 * 1024, 64 * 1024, true, false))
 		return -1;
@@ -970,23 +973,26 @@ static int t_abort_fs(void)
 	head[0] = drv_add(&f, lens, 1, 2, false);
 	pcinet_vio_submit(&f.vq);
 	head[1] = drv_add(&f, lens, 1, 3, true);	/* not submitted yet */
-	CHECK(head[0] >= 0 && head[1] >= 0, "drv_add");
+	head[2] = drv_add(&f, short_lens, 1, 1, false);
+	CHECK(head[0] >= 0 && head[1] >= 0 && head[2] >= 0, "drv_add");
 	r = pcinet_vio_abort(&f.vq);
-	CHECK(r == PCINET_VIO_INTR && f.vq.stats.aborted == 2, "abort %d", r);
+	CHECK(r == PCINET_VIO_INTR && f.vq.stats.aborted == 3, "abort %d", r);
 	for (k = 0; k < 2; k++) {
 		struct dreq *d = &f.dr[head[k]];
 
-		memcpy(&e, d->buf[1] + 4, 4);
-		CHECK(e == -5, "request %u: FUSE error %d", k, e);
-		for (j = 0; j < d->len[1]; j++)
-			CHECK(d->buf[1][j] == 0xff || (j >= 4 && j < 8),
-			      "request %u byte %u", k, j);
+		memcpy(h, d->buf[1], 16);
+		CHECK(h[0] == 16 && (int)h[1] == -5 &&
+		      !memcmp(&h[2], d->buf[0] + 8, 8),
+		      "request %u: FUSE reply %u %d", k, h[0], (int)h[1]);
 		for (j = 0; j < d->len[2]; j++)
 			CHECK(d->buf[2][j] == 0xff, "request %u buffer 2", k);
 	}
-	CHECK(f.pused->idx == 2 && f.pused->ring[0].len == 116 &&
-	      f.pused->ring[1].len == 117, "used lens %u %u",
-	      f.pused->ring[0].len, f.pused->ring[1].len);
+	for (j = 0; j < 12; j++)
+		CHECK(f.dr[head[2]].buf[1][j] == 0xff, "short reply byte %u", j);
+	CHECK(f.pused->idx == 3 && f.pused->ring[0].len == 16 &&
+	      f.pused->ring[1].len == 16 && f.pused->ring[2].len == 12,
+	      "used lens %u %u %u", f.pused->ring[0].len,
+	      f.pused->ring[1].len, f.pused->ring[2].len);
 	drv_reap(&f);
 	fx_free(&f);
 	return 0;
@@ -1093,7 +1099,7 @@ static const struct {
 	{ "vio relay: random used garbage, abort returns everything", t_fuzz },
 	{ "vio relay: EVENT_IDX kicks and used_event", t_event_idx },
 	{ "vio relay: worst-case virtio-blk request fits the pool sizing rule", t_blk_worst },
-	{ "vio relay: abort of virtio-fs requests sets the FUSE error", t_abort_fs },
+	{ "vio relay: abort of virtio-fs requests writes a FUSE error reply", t_abort_fs },
 };
 
 int main(void)
