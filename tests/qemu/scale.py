@@ -21,14 +21,7 @@ import time
 
 import pcinet_harness as h
 
-# Only test_peer.Peer is wanted: importing test_peer also configures the
-# harness and registers its cases; keep the caller's configuration and
-# cases.
-_saved = dict(h.CONFIG), list(h.CASES)
-import test_peer  # noqa: E402
-h.CONFIG.clear()
-h.CONFIG.update(_saved[0])
-h.CASES[:] = _saved[1]
+import peer_lib
 
 IPERF_PORT = 5201
 NO_IPV6 = ('net.ipv6.conf.all.disable_ipv6=1',
@@ -64,7 +57,7 @@ class Rig:
 
     def start_peers(self):
         for k in range(self.n):
-            p = test_peer.Peer(self.t, k, ip=peer_ip(k))
+            p = peer_lib.Peer(self.t, k, ip=peer_ip(k))
             self.peers.append(p)
             for s in NO_IPV6:
                 p.run('sysctl', '-qw', s)

@@ -32,12 +32,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pcinet_harness as h  # noqa: E402
+from peer_lib import HOST_IP, Peer  # noqa: E402
 
 GUEST_IP = '10.79.0.1'
-HOST_IP = '10.79.0.2'
 TTY = '/dev/ttyPCI0'
-PEER_DIR = h.ROOT / 'tools/pcinet-peer'
-PEER_BIN = PEER_DIR / 'pcinet-peer'
 NETNS_ICMP = Path(__file__).resolve().parent / 'netns_icmp.py'
 # The largest MTU a TAP takes: tun limits a whole frame, Ethernet header
 # included, to 65535 bytes (its MAX_MTU), so max_mtu = 65535 - 14.  A
@@ -46,143 +44,6 @@ TAP_MTU_MAX = 65521
 
 # One machine on a link of its own: the fabric's second slot is the peer's.
 h.configure(machines=('a',), links=[('a',)], extra_modules=[h.PCINET_KO])
-
-
-def sh(cmd, timeout=30, check=True):
-    """A host command (a list); its output.  Fails the case on error."""
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, timeout=timeout)
-    if check and r.returncode:
-        raise h.CaseFailure(f'{" ".join(map(str, cmd))}: exit '
-                            f'{r.returncode}:\n{r.stdout}')
-    return r.stdout
-
-
-class Peer:
-    """pcinet-peer in a netns of its own, on the topology's fabric.
-
-    k: the peer of link k (t.fabrics[k], netns pnq-<pid>-k, files
-    peer<k>.*, --slot k+1) when one guest has several links (test_scale);
-    ip: the TAP's address (HOST_IP)."""
-
-    def __init__(self, t, k=None, ip=HOST_IP):
-        self.t = t
-        tag = '' if k is None else str(k)
-        self.ns = f'pnq-{os.getpid()}' + ('' if k is None else f'-{k}')
-        self.fabric = t.fabric if k is None else t.fabrics[k]
-        self.ip = ip
-        self.args = [] if k is None else ['--slot', str(k + 1)]
-        self.dir = t.workdir
-        self.status = self.dir / f'peer{tag}.status'
-        self.tty = self.dir / f'peer{tag}.tty'
-        self.log = self.dir / f'peer{tag}.log'
-        self.proc = None
-        if not PEER_BIN.exists():
-            r = subprocess.run(['make', '-C', str(PEER_DIR), 'pcinet-peer'],
-                               stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-            if r.returncode:
-                raise h.HarnessError('building pcinet-peer failed:\n'
-                                     + r.stdout)
-        subprocess.run(['ip', 'netns', 'del', self.ns],
-                       stderr=subprocess.DEVNULL)
-        sh(['ip', 'netns', 'add', self.ns])
-        sh(['ip', '-n', self.ns, 'link', 'set', 'lo', 'up'])
-
-    def run(self, *cmd, timeout=60, check=True):
-        return sh(['ip', 'netns', 'exec', self.ns, *map(str, cmd)], timeout,
-                  check)
-
-    def start(self, mtu=None):
-        with open(self.log, 'ab') as log:
-            self.proc = subprocess.Popen(
-                ['ip', 'netns', 'exec', self.ns, str(PEER_BIN),
-                 '-S', str(self.fabric.sockpath), '-i', 'pnq0',
-                 '-l', str(self.tty), '-s', str(self.status), *self.args],
-                stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while subprocess.run(['ip', '-n', self.ns, 'link', 'show', 'pnq0'],
-                             stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL).returncode:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise h.CaseFailure('pcinet-peer did not start:\n'
-                                    + self.log_tail())
-            time.sleep(0.05)
-        sh(['ip', '-n', self.ns, 'link', 'set', 'pnq0', 'address',
-            '02:70:63:69:00:02'])
-        sh(['ip', '-n', self.ns, 'addr', 'add', f'{self.ip}/24', 'dev',
-            'pnq0'])
-        sh(['ip', '-n', self.ns, 'link', 'set', 'pnq0', 'up']
-           + (['mtu', str(mtu)] if mtu else []))
-
-    def state(self):
-        try:
-            return dict(line.split('=', 1) for line in
-                        self.status.read_text().split('\n')
-                        if '=' in line and ' ' not in line)
-        except FileNotFoundError:
-            return {}
-
-    def counters(self):
-        """Every k=v of the status file, also those several to a line
-        (net_tx=... net_tx_bytes=...), as strings."""
-        try:
-            text = self.status.read_text()
-        except FileNotFoundError:
-            return {}
-        return dict(w.split('=', 1) for w in text.split() if '=' in w)
-
-    def listening(self, port, timeout=10.0):
-        """Wait until a TCP listener on port exists in the namespace."""
-        deadline = time.monotonic() + timeout
-        while f':{port} ' not in self.run('ss', '-Hltn', check=False):
-            if time.monotonic() > deadline:
-                raise h.CaseFailure(f'nothing listens on :{port} in '
-                                    f'{self.ns} after {timeout}s')
-            time.sleep(0.05)
-
-    def wait(self, link, timeout=10.0):
-        """Wait until the status file says link=<link>; seconds taken."""
-        t0 = time.monotonic()
-        while self.state().get('link') != link:
-            if time.monotonic() - t0 > timeout:
-                raise h.CaseFailure(f'pcinet-peer: no link={link} after '
-                                    f'{timeout}s; status {self.state()}\n'
-                                    + self.log_tail())
-            time.sleep(0.05)
-        return time.monotonic() - t0
-
-    def signal(self, sig):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-
-    def kill(self):
-        if self.proc:
-            self.signal(signal.SIGCONT)
-            self.signal(signal.SIGKILL)
-            self.proc.wait(10)
-            self.proc = None
-
-    def stop(self):
-        if self.proc:
-            self.signal(signal.SIGCONT)
-            self.signal(signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.kill()
-            self.proc = None
-
-    def close(self):
-        self.stop()
-        subprocess.run(['ip', 'netns', 'del', self.ns],
-                       stderr=subprocess.DEVNULL)
-
-    def log_tail(self, n=15):
-        try:
-            return '\n'.join(self.log.read_text().splitlines()[-n:])
-        except FileNotFoundError:
-            return '(no log)'
 
 
 def with_peer(func):

@@ -23,20 +23,16 @@ Cases:
                    back, and still holds what was written
 """
 
-import hashlib
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pcinet_harness as h  # noqa: E402
+from peer_lib import BlkPeer  # noqa: E402
 
-PEER_DIR = h.ROOT / 'tools/pcinet-peer'
-PEER_BIN = PEER_DIR / 'pcinet-peer'
 TRANSPORT = h.ROOT / 'drivers/net/pcinet/pcinet_vio.c'
 QSD = os.environ.get('PCINET_QSD', 'qemu-storage-daemon')
 IMG_MIB = 64
@@ -47,16 +43,6 @@ h.configure(machines=('a',), links=[('a',)], extra_modules=[h.PCINET_KO],
             fabric_size='64M', fabric_vio='8M', vectors=4)
 
 
-def sh(cmd, timeout=30, check=True):
-    """A host command (a list); its output.  Fails the case on error."""
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, timeout=timeout)
-    if check and r.returncode:
-        raise h.CaseFailure(f'{" ".join(map(str, cmd))}: exit '
-                            f'{r.returncode}:\n{r.stdout}')
-    return r.stdout
-
-
 def need_stage2():
     """Skip (with the reason printed) what this tree cannot run yet."""
     if not TRANSPORT.exists():
@@ -64,85 +50,6 @@ def need_stage2():
                'branch vio) is not in this tree')
     if not shutil.which(QSD):
         h.skip(f'{QSD} not installed')
-
-
-class BlkPeer:
-    """pcinet-peer --blk on the topology's fabric, its TAP in a netns."""
-
-    def __init__(self, t):
-        self.t = t
-        self.ns = f'pnv-{os.getpid()}'
-        self.img = t.workdir / 'vda.raw'
-        self.log = t.workdir / 'peer.log'
-        self.proc = None
-        r = subprocess.run(['make', '-C', str(PEER_DIR), 'pcinet-peer'],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True)
-        if r.returncode:
-            raise h.HarnessError('building pcinet-peer failed:\n' + r.stdout)
-        subprocess.run(['ip', 'netns', 'del', self.ns],
-                       stderr=subprocess.DEVNULL)
-        sh(['ip', 'netns', 'add', self.ns])
-        with open(self.img, 'wb') as f:
-            f.truncate(IMG_MIB << 20)
-
-    def start(self):
-        mark = self.log_size()
-        with open(self.log, 'ab') as log:
-            self.proc = subprocess.Popen(
-                ['ip', 'netns', 'exec', self.ns, str(PEER_BIN),
-                 '-S', str(self.t.fabric.sockpath), '-i', 'pnv0',
-                 '--blk', str(self.img)],
-                stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        self.wait_log('vio: back end ready', 15, mark)
-
-    def log_size(self):
-        try:
-            return self.log.stat().st_size
-        except FileNotFoundError:
-            return 0
-
-    def wait_log(self, text, timeout, mark=0):
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if text in self.log.read_text()[mark:]:
-                    return
-            except FileNotFoundError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise h.CaseFailure(f'pcinet-peer: no "{text}" within '
-                                    f'{timeout}s:\n' + self.log_tail())
-            time.sleep(0.05)
-
-    def stop(self):
-        """SIGTERM: the device is withdrawn; its exit status."""
-        if not self.proc:
-            return None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = self.proc.wait(10)
-        self.proc = None
-        return rc
-
-    def close(self):
-        self.stop()
-        subprocess.run(['ip', 'netns', 'del', self.ns],
-                       stderr=subprocess.DEVNULL)
-
-    def log_tail(self, n=25):
-        try:
-            return '\n'.join(self.log.read_text().splitlines()[-n:])
-        except FileNotFoundError:
-            return '(no log)'
-
-    def image_sha(self, off_mib, mib):
-        with open(self.img, 'rb') as f:
-            f.seek(off_mib << 20)
-            return hashlib.sha256(f.read(mib << 20)).hexdigest()
 
 
 def wait_vda(t, peer, timeout=60):
@@ -167,7 +74,7 @@ def started(t):
     """The device side running, pcinet loaded on the board, /dev/vda up
     (the device side is closed again if that fails)."""
     need_stage2()
-    peer = BlkPeer(t)
+    peer = BlkPeer(t, IMG_MIB)
     try:
         peer.start()
         h.load(t.a)
