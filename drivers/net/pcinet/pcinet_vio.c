@@ -330,6 +330,24 @@ static bool pcinet_vio_answered(struct pcinet_vio_dev *dev, u8 *status)
 	return true;
 }
 
+static u32 pcinet_vio_peer_inst(struct pcinet_vio *vio);
+
+/*
+ * Has D withdrawn or replaced the device, or restarted, since it was
+ * registered?  @scan_work finds that too, but not while a probe or a
+ * remove waits for a status answer under the link's @lock: without this
+ * look, a driver probing a former dev_gen (the new instance of D offers a
+ * new one meanwhile, which ignores our driver state) waited the whole
+ * PCINET_VIO_ACK_MS for an answer that never comes.  Process context.
+ */
+static bool pcinet_vio_replaced(struct pcinet_vio_dev *dev)
+{
+	struct pcinet_vio *vio = dev->vio;
+
+	return le32_to_cpu(READ_ONCE(dev->desc->dev_gen)) != dev->info.dev_gen ||
+	       pcinet_vio_peer_inst(vio) != READ_ONCE(vio->peer_inst);
+}
+
 /* ----- death: from any context ----- */
 
 static void pcinet_vio_kill_locked(struct pcinet_vio_dev *dev, u32 err)
@@ -551,6 +569,10 @@ static u8 pcinet_vio_wait_status(struct pcinet_vio_dev *dev)
 					       VIRTIO_CONFIG_S_DRIVER_OK);
 		if (pcinet_vio_answered(dev, &status))
 			return status;
+		if (pcinet_vio_replaced(dev)) {
+			pcinet_vio_kill(dev, PCINET_VIO_ERR_NONE);
+			continue;
+		}
 		if (time_after(jiffies, deadline)) {
 			dev_warn_ratelimited(pcinet_vio_log_dev(dev->vio),
 					     "virtio slot %u: no answer to status 0x%x in %u ms: unplugging\n",
@@ -1017,7 +1039,7 @@ static void pcinet_vio_scan(struct work_struct *work)
 						PCINET_VIO_ERR_NONE);
 			vio->slot[n].refused_gen = 0;
 		}
-		vio->peer_inst = inst;
+		WRITE_ONCE(vio->peer_inst, inst);
 	}
 	/*
 	 * Our instance is visible before any driver state that a plug
