@@ -1567,7 +1567,7 @@ static __noreturn void print_usage(int status)
 		"                   [--no-offload] [--no-integrity]\n"
 		"                   [--hostile=SECS[:RATE[:AFTER]]]\n"
 		"                   [--hostile-kind=garbage|records|all]\n"
-		"                   [--blk IMAGE] [-v]\n"
+		"                   [--blk IMAGE] [--blk-fault=no-feature|stale-used] [-v]\n"
 		"  -S SOCKET        the fabric's (ivshmem server's) unix socket\n"
 		"  -i IFNAME        TAP interface name (default pcinet%%d)\n"
 		"  -l PTY_LINK      symlink to the tty channel's pty\n"
@@ -1590,7 +1590,11 @@ static __noreturn void print_usage(int status)
 		"                   (offload headers, frames, tty bytes), or both\n"
 		"  --blk IMAGE      serve IMAGE as a virtio-blk device to the peer (the\n"
 		"                   virtio channel's device side; qemu-storage-daemon,\n"
-		"                   or $PCINET_QSD, is the back end)\n",
+		"                   or $PCINET_QSD, is the back end)\n"
+		"  --blk-fault=no-feature|stale-used\n"
+		"                   a broken device side, for fault tests: offer the\n"
+		"                   device without PCINET_F_VIRTIO, or put one stale\n"
+		"                   used entry into the second session's used ring\n",
 		PCINET_PEER_TIMEOUT_MS);
 	exit(status);
 }
@@ -1610,6 +1614,7 @@ int main(int argc, char **argv)
 		{ "hostile", required_argument, NULL, 'H' },
 		{ "hostile-kind", required_argument, NULL, 'K' },
 		{ "blk", required_argument, NULL, 'B' },
+		{ "blk-fault", required_argument, NULL, 'F' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ }
@@ -1685,6 +1690,10 @@ int main(int argc, char **argv)
 			break;
 		case 'B':
 			pvio_setup(optarg);
+			break;
+		case 'F':
+			if (!pvio_fault(optarg))
+				print_usage(1);
 			break;
 		case 'v':
 			P.verbose = true;

@@ -93,6 +93,7 @@
 #define PV_TIMEOUT_MS	2000		/* a vhost-user reply */
 #define PV_START_MS	10000		/* the back end's socket to appear */
 #define PV_RETRY_MS	1000		/* before starting it again */
+#define PV_REOFFER_MS	1000		/* between offers the peer dropped */
 
 enum pv_be { BE_DOWN, BE_STARTING, BE_READY };
 
@@ -137,6 +138,12 @@ static struct {
 	u32 notify;
 
 	u64 kicks, answers, offers;
+
+	/* --blk-fault: a broken device side, for the peer's fault tests */
+	bool hide_feature;		/* no PCINET_F_VIRTIO, offer anyway */
+	bool stale_used;		/* one stale used entry (rings_start()) */
+	unsigned int sessions;		/* rings started */
+	u64 reoffer_ms;			/* no new offer before */
 } V = { .pid = -1, .kick_fd = -1, .win_fd = -1, .run_peer = -1 };
 
 static __printf(1, 2) void pv_log(const char *fmt, ...)
@@ -182,9 +189,31 @@ bool pvio_enabled(void)
 	return V.image;
 }
 
+/*
+ * --blk-fault=KIND, for the peer's fault tests:
+ *  no-feature: offer the device without setting PCINET_F_VIRTIO, as a
+ *	peer would whose control block predates the virtio channel (the
+ *	peer must not register it);
+ *  stale-used: once, when the queue starts for a driver after an earlier
+ *	one, put a used entry into the fresh used ring that no request of
+ *	this session made (id num - 1), as a back end that completes a
+ *	request after the reset was answered would (the peer must refuse
+ *	it: an unplug, then a new offer).
+ */
+bool pvio_fault(const char *kind)
+{
+	if (!strcmp(kind, "no-feature"))
+		V.hide_feature = true;
+	else if (!strcmp(kind, "stale-used"))
+		V.stale_used = true;
+	else
+		return false;
+	return true;
+}
+
 u32 pvio_features(void)
 {
-	return V.image && V.usable ? PCINET_F_VIRTIO : 0;
+	return V.image && V.usable && !V.hide_feature ? PCINET_F_VIRTIO : 0;
 }
 
 /* ----- the window: where the device lives ----- */
@@ -559,6 +588,28 @@ static int session_reset(void)
 }
 
 /*
+ * --blk-fault=stale-used: a used entry for a request this session never
+ * made, in the zeroed used ring before the back end's ring starts (it
+ * takes used->idx from there: its own entries follow).  What the board
+ * sees is what a back end that completed a former session's request
+ * after the reset was answered would leave.
+ */
+static void stale_used(unsigned int num)
+{
+	/* the used ring: flags, idx (__le16 each), then the entries */
+	struct pcinet_vring_used_elem *e =
+		(struct pcinet_vring_used_elem *)(V.win + V.us + 4);
+	__le16 *idx = (__le16 *)(V.win + V.us + 2);
+
+	put32(&e->id, num - 1);
+	put32(&e->len, 1);
+	/* as a back end: the entry before the index (the board's R3) */
+	pcinet_store_release(idx, cpu_to_le16(1));
+	pv_log("fault: a stale used entry (id %u) in the new session's ring",
+	       num - 1);
+}
+
+/*
  * DRIVER_OK: the back end's ring on the device ring's three addresses.
  * The used ring is ours: zeroed first (libvhost-user reads its idx).
  */
@@ -578,6 +629,8 @@ static int rings_start(const struct pcinet_vio_drvstate *ds, int peer_id,
 	if (call_fd < 0)
 		return -ENOTCONN;
 	memset(V.win + V.us, 0, PCINET_VRING_USED_BYTES(PV_NUM));
+	if (V.stale_used && ++V.sessions == 2)
+		stale_used(num);
 	c = (struct vu_vring_cfg){
 		.num = num,
 		.desc_gpa = V.ds,
@@ -687,6 +740,18 @@ static void drv_poll(int peer_id, int call_fd)
 		if (drv_gen && le32_to_cpu(ds.error))
 			pv_log("driver reports error %u", le32_to_cpu(ds.error));
 	}
+	if (!drv_gen && le32_to_cpu(ds.dev_gen) == V.dev_gen &&
+	    le32_to_cpu(ds.error) && pv_now() >= V.reoffer_ms) {
+		/*
+		 * The peer dropped or refused this dev_gen (a protocol error,
+		 * no answer in time) and registers it no more: a new one.
+		 */
+		pv_log("the peer dropped dev_gen 0x%08x (error %u): offering the device again",
+		       V.dev_gen, le32_to_cpu(ds.error));
+		V.reoffer_ms = pv_now() + PV_REOFFER_MS;
+		publish(call_fd);
+		return;
+	}
 	if (!drv_gen)
 		return;
 	if (!V.answered || seq != V.seq)
@@ -727,7 +792,12 @@ void pvio_run(bool peer_ok, int peer_id, int call_fd)
 				be_lost(call_fd, "GET_VRING_BASE failed");
 				return;
 			}
-			V.published = false;
+			/*
+			 * Withdrawn, not just forgotten: a new instance of the
+			 * peer must not find this dev_gen and register it,
+			 * for a session we no longer answer.
+			 */
+			withdraw(call_fd, "peer gone");
 			V.drv_gen = 0;
 		}
 		return;

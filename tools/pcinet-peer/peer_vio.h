@@ -15,6 +15,7 @@
 #include "pcinet_ring.h"
 
 void pvio_setup(const char *image);
+bool pvio_fault(const char *kind);
 bool pvio_enabled(void);
 u32 pvio_features(void);
 int pvio_start(u8 *win, u64 win_size, int win_fd,
