@@ -857,6 +857,15 @@ int pvio_start(u8 *win, u64 win_size, int win_fd,
 	V.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (V.kick_fd < 0)
 		return -errno;
+	/*
+	 * Ours to write: a former pcinet-peer killed on this side left its
+	 * region header and offer here.  Cleared before we announce
+	 * PCINET_F_VIRTIO, or the peer registers that dead offer, probes
+	 * it and waits for answers nobody gives until our own offer
+	 * replaces it.
+	 */
+	memset(V.win + V.drv_reg, 0, PCINET_VIO_FIXED_SIZE);
+	V.zeroed = true;
 	V.inst = pv_random();
 	V.usable = true;
 	pv_log("virtio-blk %s: spans 0x%llx and 0x%llx of 0x%llx bytes, inst 0x%08x",
