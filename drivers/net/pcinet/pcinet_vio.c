@@ -44,6 +44,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/atomic.h>
 #include <linux/highmem.h>
 #include <linux/jiffies.h>
 #include <linux/module.h>
@@ -64,6 +65,9 @@
 /* Bits 24..41 describe the ring and the transport, not the device. */
 #define PCINET_VIO_TRANSPORT_BITS	GENMASK_ULL(41, 24)
 #define PCINET_VIO_BIT(b)		BIT_ULL(b)
+
+/* How long the instance that went is not registered from (scan_work). */
+#define PCINET_VIO_GONE_MS		2000
 
 /* How often a status wait looks again without a doorbell. */
 #define PCINET_VIO_POLL			(HZ / 10)
@@ -121,6 +125,10 @@ struct pcinet_vio_slot {
  * @rhdr_in: region header D writes, at the start of @drv_region
  * @inst: our virtio instance, random, nonzero
  * @peer_inst: D's instance as last acted upon; 0: none
+ * @went: the link said the peer went (peer_gone); @scan_work takes it
+ * @gone_inst: the instance that went, not registered from again until
+ *	@gone_until or another instance shows up; 0: none.  Under @lock
+ * @gone_until: jiffies
  * @lock: the slot state machine
  * @stopping: no more plugging; under @lock
  * @slots_lock: guards the slots' @dev pointers for the lockless readers
@@ -138,6 +146,9 @@ struct pcinet_vio {
 	const struct pcinet_vio_rhdr *rhdr_in;
 	u32 inst;
 	u32 peer_inst;
+	atomic_t went;
+	u32 gone_inst;
+	unsigned long gone_until;
 	struct mutex lock; /* the slot state machine */
 	bool stopping;
 	spinlock_t slots_lock; /* slot[].dev for doorbells and ticks */
@@ -1031,6 +1042,27 @@ static void pcinet_vio_scan(struct work_struct *work)
 	if (vio->stopping)
 		goto out;
 	inst = pcinet_vio_peer_inst(vio);
+	/*
+	 * A peer killed without a word leaves its control block, region
+	 * header and offers in the window: until its heartbeat is found
+	 * silent (peer_timeout_ms) the link takes it for alive, and we
+	 * registered its dead offer again right after the unplug, probed it
+	 * and waited for answers.  A frozen peer looks alive again for a
+	 * while after the link's own reset (the handshake restarts the
+	 * heartbeat's clock).  So the instance that went is not registered
+	 * from for PCINET_VIO_GONE_MS after the last time it went; another
+	 * instance ends that at once.  (A peer that runs on, only frozen for
+	 * a while or with a scribbled control block, is back after that.)
+	 */
+	if (atomic_xchg(&vio->went, 0) && vio->peer_inst) {
+		vio->gone_inst = vio->peer_inst;
+		vio->gone_until = jiffies + msecs_to_jiffies(PCINET_VIO_GONE_MS);
+	}
+	if (vio->gone_inst && ((inst && inst != vio->gone_inst) ||
+			       time_after(jiffies, vio->gone_until)))
+		vio->gone_inst = 0;
+	if (vio->gone_inst)
+		inst = 0;
 	if (inst != vio->peer_inst) {
 		/* D restarted or went: every device it offered is gone */
 		for (n = 0; n < PCINET_VIO_MAX_DEV; n++) {
@@ -1113,7 +1145,11 @@ static void pcinet_vio_tick(void *priv)
 
 static void pcinet_vio_peer_gone(void *priv)
 {
-	pcinet_vio_poke(priv, true);
+	struct pcinet_vio *vio = priv;
+
+	/* taken by @scan_work, which pcinet_vio_poke() queues */
+	atomic_set(&vio->went, 1);
+	pcinet_vio_poke(vio, true);
 }
 
 /* A reset of the link's rings is no business of the virtio channel. */
