@@ -86,6 +86,8 @@ struct pcinet_vio_dev;
  * @bytes: its size
  * @req: the relay's request table, @r.num entries
  * @r: the relay's state for the queue
+ * @tick_used: the device used index the last tick saw; under the
+ *	device's @lock
  */
 struct pcinet_vio_q {
 	struct pcinet_vio_dev *dev;
@@ -95,6 +97,7 @@ struct pcinet_vio_q {
 	size_t bytes;
 	struct pcinet_vio_req *req;
 	struct pcinet_vio_vq r;
+	u16 tick_used;
 };
 
 /**
@@ -180,6 +183,7 @@ struct pcinet_vio {
  * @out_ext: extent table of the OUT pool
  * @in_ext: extent table of the IN pool
  * @pending_intr: queues whose private used ring moved in notify
+ * @ticked: bit 0: a link tick queued @io_work since it last ran
  * @io_work: completions, aborts, and submissions that waited for room
  * @ack_wq: status waits
  */
@@ -204,6 +208,7 @@ struct pcinet_vio_dev {
 	struct pcinet_vio_ext *out_ext;
 	struct pcinet_vio_ext *in_ext;
 	unsigned long pending_intr;
+	unsigned long ticked;
 	struct work_struct io_work;
 	wait_queue_head_t ack_wq;
 };
@@ -450,7 +455,7 @@ static void pcinet_vio_io_work(struct work_struct *work)
 	struct pcinet_vio_dev *dev = container_of(work, struct pcinet_vio_dev,
 						  io_work);
 	unsigned long flags, intr = 0;
-	bool kick = false, broke = false;
+	bool kick = false, broke = false, tick;
 	unsigned int i;
 	u8 status;
 	int r;
@@ -478,6 +483,7 @@ static void pcinet_vio_io_work(struct work_struct *work)
 		if (dev->dead && pcinet_vio_abort(&dev->q[i].r) != 0)
 			__set_bit(i, &intr);
 	}
+	tick = test_and_clear_bit(0, &dev->ticked);
 	for (i = 0; i < dev->nr_q && !dev->dead; i++) {
 		r = pcinet_vio_submit(&dev->q[i].r);
 		if (r < 0) {
@@ -485,6 +491,20 @@ static void pcinet_vio_io_work(struct work_struct *work)
 			broke = true;
 			break;
 		}
+		/*
+		 * Kick suppression follows avail_event (or the used ring's
+		 * flags), words in our drv region that D's back end writes
+		 * and a third party can scribble: a value far ahead stops
+		 * every kick, and a back end that is never kicked never
+		 * writes it again.  So a queue with requests in flight and no
+		 * completion since the last tick is kicked anyway (a spurious
+		 * kick costs the back end a look at its avail ring).
+		 */
+		if (tick && dev->q[i].r.inflight &&
+		    dev->q[i].r.last_used == dev->q[i].tick_used)
+			r |= PCINET_VIO_KICK;
+		if (tick)
+			dev->q[i].tick_used = dev->q[i].r.last_used;
 		if (r & PCINET_VIO_KICK) {
 			pcinet_vio_bump_notify(dev, i);
 			kick = true;
@@ -1111,7 +1131,7 @@ out:
 /* ----- the channel ----- */
 
 /* Every registered device, from any context. */
-static void pcinet_vio_poke(struct pcinet_vio *vio, bool kill)
+static void pcinet_vio_poke(struct pcinet_vio *vio, bool kill, bool tick)
 {
 	struct pcinet_vio_dev *dev;
 	unsigned long flags;
@@ -1124,6 +1144,8 @@ static void pcinet_vio_poke(struct pcinet_vio *vio, bool kill)
 			continue;
 		if (kill)
 			pcinet_vio_kill(dev, PCINET_VIO_ERR_NONE);
+		if (tick)
+			set_bit(0, &dev->ticked);
 		queue_work(pcinet_vio_wq, &dev->io_work);
 		wake_up(&dev->ack_wq);
 	}
@@ -1134,13 +1156,13 @@ static void pcinet_vio_poke(struct pcinet_vio *vio, bool kill)
 /* Vector 3 (or 0 with fewer vectors): completions, answers, offers. */
 static void pcinet_vio_kick(void *priv)
 {
-	pcinet_vio_poke(priv, false);
+	pcinet_vio_poke(priv, false, false);
 }
 
 /* Every link tick, up or not: the lost-doorbell sweep and soft state. */
 static void pcinet_vio_tick(void *priv)
 {
-	pcinet_vio_poke(priv, false);
+	pcinet_vio_poke(priv, false, true);
 }
 
 static void pcinet_vio_peer_gone(void *priv)
@@ -1149,7 +1171,7 @@ static void pcinet_vio_peer_gone(void *priv)
 
 	/* taken by @scan_work, which pcinet_vio_poke() queues */
 	atomic_set(&vio->went, 1);
-	pcinet_vio_poke(vio, true);
+	pcinet_vio_poke(vio, true, false);
 }
 
 /* A reset of the link's rings is no business of the virtio channel. */
