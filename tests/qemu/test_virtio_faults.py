@@ -286,9 +286,12 @@ def _(t):
         h.expect(rc == 0, f'rmmod pcinet during a dd: {out}')
         h.expect(took_rmmod < RMMOD, f'rmmod pcinet during a dd took '
                  f'{took_rmmod:.1f} s')
+        # it ends: with an error, or done if the remove (which lets the
+        # requests in flight complete, the device side being alive) took
+        # longer than the rest of its 32 MiB (seen on the debug kernel)
         rc, _ = dd_end(t, DD_END, 'after rmmod')
-        h.expect(rc != 0, 'the dd succeeded through rmmod pcinet')
-        h.info(f'rmmod during dd: {took_rmmod:.2f} s (host clock)')
+        h.info(f'rmmod during dd: {took_rmmod:.2f} s (host clock), the dd '
+               f'exited {rc}')
         h.load(t.a)
         wait_vda(t, why=' after insmod')
         check_pattern(t, peer, pat, 'after rmmod and insmod')
