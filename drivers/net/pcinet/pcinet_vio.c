@@ -66,6 +66,9 @@
 #define PCINET_VIO_TRANSPORT_BITS	GENMASK_ULL(41, 24)
 #define PCINET_VIO_BIT(b)		BIT_ULL(b)
 
+/* Requests in flight and no completion for this long: D is wedged. */
+#define PCINET_VIO_IO_MS		10000
+
 /* How long the instance that went is not registered from (scan_work). */
 #define PCINET_VIO_GONE_MS		2000
 
@@ -88,6 +91,7 @@ struct pcinet_vio_dev;
  * @r: the relay's state for the queue
  * @tick_used: the device used index the last tick saw; under the
  *	device's @lock
+ * @stalled: ticks in a row with requests in flight and no completion
  */
 struct pcinet_vio_q {
 	struct pcinet_vio_dev *dev;
@@ -98,6 +102,7 @@ struct pcinet_vio_q {
 	struct pcinet_vio_req *req;
 	struct pcinet_vio_vq r;
 	u16 tick_used;
+	unsigned int stalled;
 };
 
 /**
@@ -501,8 +506,29 @@ static void pcinet_vio_io_work(struct work_struct *work)
 		 * kick costs the back end a look at its avail ring).
 		 */
 		if (tick && dev->q[i].r.inflight &&
-		    dev->q[i].r.last_used == dev->q[i].tick_used)
+		    dev->q[i].r.last_used == dev->q[i].tick_used) {
 			r |= PCINET_VIO_KICK;
+			/*
+			 * Kicked in vain for PCINET_VIO_IO_MS: D's back end
+			 * is wedged (a scribbled avail index can make a
+			 * vhost-user back end stop serving the ring for
+			 * good) and the stock drivers have no timeout, so
+			 * sync or rmmod would wait for ever.  The device is
+			 * gone; D offers it again.
+			 */
+			if (++dev->q[i].stalled >
+			    PCINET_VIO_IO_MS / PCINET_TICK_MS) {
+				dev_warn_ratelimited(pcinet_vio_log_dev(dev->vio),
+						     "virtio slot %u queue %u: no completion in %u ms: unplugging\n",
+						     dev->n, i, PCINET_VIO_IO_MS);
+				pcinet_vio_kill_locked(dev,
+						       PCINET_VIO_ERR_TIMEOUT);
+				broke = true;
+				break;
+			}
+		} else if (tick) {
+			dev->q[i].stalled = 0;
+		}
 		if (tick)
 			dev->q[i].tick_used = dev->q[i].r.last_used;
 		if (r & PCINET_VIO_KICK) {
