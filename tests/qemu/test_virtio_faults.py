@@ -22,9 +22,10 @@ Cases:
                       pcinet-peer under a dd on /dev/vda: /dev/vda goes
                       within a bound, the dd ends, sync returns, the
                       device comes back with the data written before,
-                      and no probe failed (a gone device side's offer
-                      registered); then rmmod pcinet during a dd returns
-                      within 5 s (10 s on the debug kernel)
+                      and after a kill or restart no probe failed (a gone
+                      device side's offer registered); then rmmod pcinet
+                      during a dd returns within 5 s (10 s on the debug
+                      kernel) and the dd ends
   virtio-net-reset    net and tty rings scribbled under traffic both
                       ways and a dd (link resets and dropped records
                       counted, > 0): /dev/vda stays, the dd succeeds, a
@@ -238,6 +239,7 @@ def _(t):
         for i in range(n):
             kind = ('kill', 'stop', 'restart')[i % 3]
             try:
+                probes0 = failed_probes(t)
                 dd_start(t)
                 if kind == 'kill':
                     peer.kill()
@@ -266,6 +268,13 @@ def _(t):
                 back = wait_vda(t, why=f' after the {kind}')
                 took[kind].append((gone, back))
                 check_pattern(t, peer, pat, f'cycle {i + 1} ({kind})')
+                # a killed or stopped device side's offer left in the
+                # window is not registered again (a frozen one may be,
+                # once, when it looks alive after the link's reset)
+                if kind != 'stop':
+                    h.expect(failed_probes(t) == probes0, 'a probe failed: '
+                             'the offer of a device side that was gone was '
+                             'registered')
             except h.CaseFailure as e:
                 raise h.CaseFailure(f'cycle {i + 1} ({kind}): {e}') from None
         # kept with --keep: the transport's messages of every cycle
@@ -274,10 +283,6 @@ def _(t):
             f'{k} {max(g for g, _ in v):.2f} / {max(b for _, b in v):.1f}'
             for k, v in took.items() if v) + f'; {failed_probes(t)} failed '
             'probes')
-        # each return was one registration: no dead offer was probed
-        h.expect(failed_probes(t) == 0, f'{failed_probes(t)} probes '
-                 'failed: an offer of a device side that was gone was '
-                 'registered')
         # rmmod of the board's driver during a dd: returns within 5 s
         dd_start(t)
         t0 = time.monotonic()
