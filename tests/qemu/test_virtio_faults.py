@@ -163,18 +163,22 @@ def check_pattern(t, peer, pat, when):
              f'{pat}')
 
 
-def dd_start(t, rw='write'):
+def dd_start(t, rw='write', loop=False):
     """A dd on /dev/vda in the background (O_DIRECT, 64 KiB blocks, 32
-    MiB: longer than any case waits), its exit status in /tmp/dd.rc; once
-    it moves.  rw: write or read."""
+    MiB), its exit status in /tmp/dd.rc; once it moves.  rw: write or
+    read.  loop: dd again and again until one fails (its status), so that
+    the fault surely meets one under way."""
     io = (f'if=/dev/zero of=/dev/vda seek={DD_SEEK_64K} oflag=direct'
           if rw == 'write' else
           f'if=/dev/vda of=/dev/null skip={DD_SEEK_64K} iflag=direct')
     ios = 'awk \'$3 == "vda" {print $4 + $8}\' /proc/diskstats'
     n0 = int(t.a.run(ios).strip() or 0)
-    t.a.run('rm -f /tmp/dd.rc /tmp/dd.log; '
-            f'((dd {io} bs=64k count={DD_COUNT_64K} >/tmp/dd.log 2>&1; '
-            'echo $? >/tmp/dd.rc) &) >/dev/null 2>&1')
+    dd = f'dd {io} bs=64k count={DD_COUNT_64K} >/tmp/dd.log 2>&1'
+    if loop:
+        job = f'while true; do {dd} || {{ echo $? >/tmp/dd.rc; break; }}; done'
+    else:
+        job = f'{dd}; echo $? >/tmp/dd.rc'
+    t.a.run(f'rm -f /tmp/dd.rc /tmp/dd.log; (({job}) &) >/dev/null 2>&1')
     # requests in flight before the fault: the dd's first ones completed
     t.a.wait_until(f'[ "$({ios})" -gt {n0 + 2} ]', 20,
                    what='the dd under way', show='cat /tmp/dd.log')
@@ -240,7 +244,7 @@ def _(t):
             kind = ('kill', 'stop', 'restart')[i % 3]
             try:
                 probes0 = failed_probes(t)
-                dd_start(t)
+                dd_start(t, loop=True)
                 if kind == 'kill':
                     peer.kill()
                     gone = vda_gone(t, GONE, 'after kill -9')
@@ -284,16 +288,15 @@ def _(t):
             for k, v in took.items() if v) + f'; {failed_probes(t)} failed '
             'probes')
         # rmmod of the board's driver during a dd: returns within 5 s
-        dd_start(t)
+        dd_start(t, loop=True)
         t0 = time.monotonic()
         rc, out = t.a.sh('rmmod pcinet', timeout=60)
         took_rmmod = time.monotonic() - t0
         h.expect(rc == 0, f'rmmod pcinet during a dd: {out}')
         h.expect(took_rmmod < RMMOD, f'rmmod pcinet during a dd took '
                  f'{took_rmmod:.1f} s')
-        # it ends: with an error, or done if the remove (which lets the
-        # requests in flight complete, the device side being alive) took
-        # longer than the rest of its 32 MiB (seen on the debug kernel)
+        # it ends: the remove lets the requests in flight complete (the
+        # device side is alive), the next dd fails on the gone disk
         rc, _ = dd_end(t, DD_END, 'after rmmod')
         h.info(f'rmmod during dd: {took_rmmod:.2f} s (host clock), the dd '
                f'exited {rc}')
@@ -397,7 +400,7 @@ def _(t):
                               (('vdrv0', 'vdev1'), 'bounds')):
             what = '+'.join(regions) + f' ({mode})'
             unplugs0 = unplugs(t)
-            dd_start(t)
+            dd_start(t, loop=True)
             scribble(t, regions, 5, mode=mode)
             rc, _ = dd_end(t, 60 * SLOW, f'after scribbling {what}')
             hit = unplugs(t) - unplugs0
