@@ -148,8 +148,7 @@ DEBUG_CASES=(
 	=fault-ctrl0 =fault-net1 =fault-integrity =fault-doorbells
 	=fault-rmmod-scribbled =fault-tty-integrity =peer-cycles =peer-hostile-crc
 	=virtio-blk =virtio-withdraw
-	=virtio-peer-cycles =virtio-net-reset =virtio-scribble =virtio-old-peer
-	=virtio-stale-used
+	=virtio-peer-cycles =virtio-net-reset =virtio-old-peer =virtio-stale-used
 )
 
 rounds=${REPEAT:-1}
