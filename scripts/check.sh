@@ -151,6 +151,7 @@ DEBUG_CASES=(
 	=virtio-blk-fio =vhost-blk =vhost-fs =vhost-withdraw =vhost-withdraw-in-probe
 	=vhost-peer-cycles
 	=virtio-blk-wce =virtio-fs =virtio-fs-restart =virtio-fs-abort
+	=virtio-peer-cycles =virtio-net-reset =virtio-old-peer =virtio-stale-used
 )
 
 rounds=${REPEAT:-1}

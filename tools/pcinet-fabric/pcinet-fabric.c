@@ -118,12 +118,22 @@ struct peer {
 
 /* Window regions a scribbler can target; see region_bounds(). */
 enum region {
-	R_HDR, R_CTRL0, R_CTRL1, R_NET0, R_NET1, R_TTY0, R_TTY1, R_ALL, NR_REGIONS
+	R_HDR, R_CTRL0, R_CTRL1, R_NET0, R_NET1, R_TTY0, R_TTY1, R_ALL,
+	R_VDEV0, R_VDRV0, R_VDEV1, R_VDRV1, R_VIO, NR_REGIONS
 };
 
 static const char *const region_name[NR_REGIONS] = {
 	"hdr", "ctrl0", "ctrl1", "net0", "net1", "tty0", "tty1", "all",
+	"vdev0", "vdrv0", "vdev1", "vdrv1", "vio",
 };
+
+/*
+ * vdevN, vdrvN: the first 128 KiB of a virtio region, its fixed part
+ * (region header, slot blocks) and the first span's first 64 KiB, where
+ * pcinet-peer and pcinet-vhost put the rings; "vio": all four regions,
+ * pools included.  Only with -V.
+ */
+#define VIO_META_SIZE	0x20000ULL
 
 enum scribble_mode { SCR_RANDOM, SCR_BOUNDS, SCR_BYTES, NR_SCR_MODES };
 
@@ -1153,6 +1163,7 @@ static int map_window(void)
 /* Where region @r is, from the header as the fabric wrote it (fab.whdr). */
 static void region_bounds(enum region r, uint64_t *off, uint64_t *len)
 {
+	const struct pcinet_win_vio_side *vside;
 	const struct pcinet_win_side *side;
 	struct pcinet_ring_loc loc = { 0, 0 };
 
@@ -1176,6 +1187,19 @@ static void region_bounds(enum region r, uint64_t *off, uint64_t *len)
 				   r <= R_NET1 ? PCINET_CHAN_NET : PCINET_CHAN_TTY, &loc);
 		*off = loc.off;
 		*len = loc.size;
+		return;
+	case R_VDEV0:
+	case R_VDRV0:
+	case R_VDEV1:
+	case R_VDRV1:
+		vside = &fab.wvio.side[(r - R_VDEV0) / 2];
+		*off = le64toh((r - R_VDEV0) % 2 ? vside->drv_off : vside->dev_off);
+		*len = fab.vio_size < VIO_META_SIZE ? fab.vio_size : VIO_META_SIZE;
+		return;
+	case R_VIO:
+		/* pcinet_layout_fill_vio(): the four regions end the window */
+		*off = le64toh(fab.wvio.side[0].dev_off);
+		*len = 4 * fab.vio_size;
 		return;
 	case R_ALL:
 	default:
@@ -1340,8 +1364,12 @@ static void cmd_scribble(int argc, char **argv, char *out, size_t size)
 		;
 	if (r == NR_REGIONS) {
 		snprintf(out, size,
-			 "err bad region '%s': hdr, ctrl0, ctrl1, net0, net1, tty0, tty1 or all",
+			 "err bad region '%s': hdr, ctrl0, ctrl1, net0, net1, tty0, tty1, all, vdev0, vdrv0, vdev1, vdrv1 or vio",
 			 argv[1]);
+		return;
+	}
+	if (r >= R_VDEV0 && !fab.vio_size) {
+		snprintf(out, size, "err no virtio regions (-V) to scribble");
 		return;
 	}
 	if (!parse_uint(argv[2], MAX_SCRIBBLE_RATE, &rate) || !rate) {

@@ -237,6 +237,16 @@ vio_restored() {
 	grep -q "^vio dev0=0x2000000+0x800000 drv0=0x2800000+0x800000 " "$T/v2.out"
 }
 check "-V: restore rewrites the virtio regions too" vio_restored
+vio_regions() {
+	local r
+	r=$("$CLIENT" -c "$T/vctl" "scribble vdrv0 1 0.001 random 1")
+	[[ $r == "ok scribble vdrv0 off=0x2800000 len=0x20000 "* ]] || return 1
+	r=$("$CLIENT" -c "$T/vctl" "scribble vdev1 1 0.001 random 1")
+	[[ $r == "ok scribble vdev1 off=0x3000000 len=0x20000 "* ]] || return 1
+	r=$("$CLIENT" -c "$T/vctl" "scribble vio 1 0.001 random 1")
+	[[ $r == "ok scribble vio off=0x2000000 len=0x2000000 "* ]]
+}
+check "-V: scribble regions vdrv0, vdev1 (128 KiB each) and vio (all four)" vio_regions
 kill -TERM $FP
 wait $FP
 
@@ -340,6 +350,7 @@ bogus|unknown command 'bogus'
 stats foo|unknown command
 scribble|usage: scribble
 scribble stack 10 1|bad region 'stack'
+scribble vdrv0 10 1|no virtio regions
 scribble net0 0 1|RATE must be
 scribble net0 1000001 1|RATE must be
 scribble net0 10 0|SECONDS must be

@@ -1567,7 +1567,8 @@ static __noreturn void print_usage(int status)
 		"                   [--no-offload] [--no-integrity]\n"
 		"                   [--hostile=SECS[:RATE[:AFTER]]]\n"
 		"                   [--hostile-kind=garbage|records|all]\n"
-		"                   [--blk IMAGE] [--fs DIR:TAG] [-v]\n"
+		"                   [--blk IMAGE] [--fs DIR:TAG]\n"
+		"                   [--blk-fault=no-feature|stale-used] [-v]\n"
 		"  -S SOCKET        the fabric's (ivshmem server's) unix socket\n"
 		"  -i IFNAME        TAP interface name (default pcinet%%d)\n"
 		"  -l PTY_LINK      symlink to the tty channel's pty\n"
@@ -1594,7 +1595,11 @@ static __noreturn void print_usage(int status)
 		"  --fs DIR:TAG     share DIR as a virtio-fs device with the tag TAG\n"
 		"                   (1-36 of [A-Za-z0-9._-]); /usr/lib/qemu/virtiofsd,\n"
 		"                   or $PCINET_VIRTIOFSD, is the back end, with\n"
-		"                   -o sandbox=$PCINET_VIRTIOFSD_SANDBOX (namespace)\n",
+		"                   -o sandbox=$PCINET_VIRTIOFSD_SANDBOX (namespace)\n"
+		"  --blk-fault=no-feature|stale-used\n"
+		"                   a broken device side, for fault tests: offer the\n"
+		"                   device without PCINET_F_VIRTIO, or put one stale\n"
+		"                   used entry into the second session's used ring\n",
 		PCINET_PEER_TIMEOUT_MS);
 	exit(status);
 }
@@ -1615,6 +1620,7 @@ int main(int argc, char **argv)
 		{ "hostile-kind", required_argument, NULL, 'K' },
 		{ "blk", required_argument, NULL, 'B' },
 		{ "fs", required_argument, NULL, 'F' },
+		{ "blk-fault", required_argument, NULL, 'Q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ }
@@ -1694,6 +1700,10 @@ int main(int argc, char **argv)
 		case 'F':
 			if (pvio_setup_fs(optarg))
 				die("--fs %s: not DIR:TAG (see --help)", optarg);
+			break;
+		case 'Q':
+			if (!pvio_fault(optarg))
+				print_usage(1);
 			break;
 		case 'v':
 			P.verbose = true;

@@ -93,6 +93,7 @@
 #define PV_TIMEOUT_MS	2000		/* a vhost-user reply */
 #define PV_START_MS	10000		/* the back end's socket to appear */
 #define PV_RETRY_MS	1000		/* before starting it again */
+#define PV_REOFFER_MS	1000		/* between offers the peer dropped */
 
 enum pv_kind { PV_BLK, PV_FS, PV_NR_KIND };
 
@@ -229,6 +230,9 @@ struct pv_dev {
 	u32 notify[PV_MAX_VQ];
 	u32 cfg_seq;
 
+	u64 reoffer_ms;
+	unsigned int sessions;
+
 	u64 kicks, answers, offers, cfg_writes;
 };
 
@@ -246,6 +250,10 @@ static struct {
 	u32 inst;			/* ours: random, per run */
 	bool zeroed;			/* the fixed part of the drv region zeroed once */
 	u32 board_inst;			/* the peer's, last seen */
+
+	/* --blk-fault: a broken device side, for the peer's fault tests */
+	bool hide_feature;		/* no PCINET_F_VIRTIO, offer anyway */
+	bool stale_used;		/* one stale used entry (rings_start()) */
 } V = { .win_fd = -1 };
 
 static __printf(1, 2) void pv_log(const char *fmt, ...)
@@ -339,9 +347,31 @@ bool pvio_enabled(void)
 	return V.d[PV_BLK].t || V.d[PV_FS].t;
 }
 
+/*
+ * --blk-fault=KIND, for the peer's fault tests:
+ *  no-feature: offer the devices without setting PCINET_F_VIRTIO, as a
+ *	peer would whose control block predates the virtio channel (the
+ *	peer must not register them);
+ *  stale-used: once, when virtio-blk's queue starts for a driver after an
+ *	earlier one, put a used entry into the fresh used ring that no
+ *	request of this session made (id num - 1), as a back end that
+ *	completes a request after the reset was answered would (the peer
+ *	must refuse it: an unplug, then a new offer).
+ */
+bool pvio_fault(const char *kind)
+{
+	if (!strcmp(kind, "no-feature"))
+		V.hide_feature = true;
+	else if (!strcmp(kind, "stale-used"))
+		V.stale_used = true;
+	else
+		return false;
+	return true;
+}
+
 u32 pvio_features(void)
 {
-	return V.usable ? PCINET_F_VIRTIO : 0;
+	return V.usable && !V.hide_feature ? PCINET_F_VIRTIO : 0;
 }
 
 /* ----- the window: where the devices live ----- */
@@ -783,6 +813,28 @@ static int session_reset(struct pv_dev *d)
 }
 
 /*
+ * --blk-fault=stale-used: a used entry for a request this session never
+ * made, in queue 0's zeroed used ring before the back end's ring starts
+ * (it takes used->idx from there: its own entries follow).  What the
+ * board sees is what a back end that completed a former session's
+ * request after the reset was answered would leave.
+ */
+static void stale_used(struct pv_dev *d, unsigned int num)
+{
+	/* the used ring: flags, idx (__le16 each), then the entries */
+	struct pcinet_vring_used_elem *e =
+		(struct pcinet_vring_used_elem *)(V.win + d->used_off[0] + 4);
+	__le16 *idx = (__le16 *)(V.win + d->used_off[0] + 2);
+
+	put32(&e->id, num - 1);
+	put32(&e->len, 1);
+	/* as a back end: the entry before the index (the board's R3) */
+	pcinet_store_release(idx, cpu_to_le16(1));
+	pv_log("%s: fault: a stale used entry (id %u) in the new session's ring",
+	       d->t->name, num - 1);
+}
+
+/*
  * DRIVER_OK: the back end's rings on the device rings' three addresses,
  * every queue the driver set up (at least one).  The used rings are
  * ours: zeroed first (libvhost-user reads their idx).
@@ -812,6 +864,9 @@ static int rings_start(struct pv_dev *d, const struct pcinet_vio_drvstate *ds,
 			continue;
 		memset(V.win + d->used_off[q], 0,
 		       PCINET_VRING_USED_BYTES(d->t->num[q]));
+		if (V.stale_used && d->t->device_id == VIRTIO_ID_BLOCK &&
+		    !q && ++d->sessions == 2)
+			stale_used(d, num);
 		c = (struct vu_vring_cfg){
 			.num = num,
 			.desc_gpa = d->desc_off[q],
@@ -985,6 +1040,18 @@ static void drv_poll(struct pv_dev *d, int peer_id, int call_fd)
 			pv_log("%s: driver reports error %u", d->t->name,
 			       le32_to_cpu(ds.error));
 	}
+	if (!drv_gen && le32_to_cpu(ds.dev_gen) == d->dev_gen &&
+	    le32_to_cpu(ds.error) && pv_now() >= d->reoffer_ms) {
+		/*
+		 * The peer dropped or refused this dev_gen (a protocol error,
+		 * no answer in time) and registers it no more: a new one.
+		 */
+		pv_log("%s: the peer dropped dev_gen 0x%08x (error %u): offering the device again",
+		       d->t->name, d->dev_gen, le32_to_cpu(ds.error));
+		d->reoffer_ms = pv_now() + PV_REOFFER_MS;
+		publish(d, call_fd);
+		return;
+	}
 	if (!drv_gen)
 		return;
 	if (!d->answered || seq != d->seq)
@@ -1015,14 +1082,18 @@ static void drv_poll(struct pv_dev *d, int peer_id, int call_fd)
 	}
 }
 
-/* A session ends (the peer went or restarted): offered again later. */
-static bool session_end(struct pv_dev *d, int call_fd)
+/*
+ * A session ends (the peer went or restarted): withdrawn, not just
+ * forgotten (a new instance of the peer must not find this dev_gen and
+ * register it, for a session we no longer answer); offered again later.
+ */
+static bool session_end(struct pv_dev *d, int call_fd, const char *why)
 {
 	if (session_reset(d)) {
 		be_lost(d, call_fd, "GET_VRING_BASE failed");
 		return false;
 	}
-	d->published = false;
+	withdraw(d, call_fd, why);
 	d->drv_gen = 0;
 	return true;
 }
@@ -1051,7 +1122,7 @@ void pvio_run(bool peer_ok, int peer_id, int call_fd)
 			if (d->be != BE_READY || !(d->published || d->running))
 				continue;
 			pv_log("%s: peer gone: session over", d->t->name);
-			session_end(d, call_fd);
+			session_end(d, call_fd, "peer gone");
 		}
 		return;
 	}
@@ -1070,12 +1141,7 @@ void pvio_run(bool peer_ok, int peer_id, int call_fd)
 		 */
 		for (k = 0; k < V.nr_on; k++)
 			if (old && V.on[k]->be == BE_READY)
-				session_end(V.on[k], call_fd);
-	}
-	if (!V.zeroed) {
-		/* ours to write: zeroed before anything is published there */
-		memset(V.win + V.drv_reg, 0, PCINET_VIO_FIXED_SIZE);
-		V.zeroed = true;
+				session_end(V.on[k], call_fd, "peer restarted");
 	}
 	write_rhdr(V.inst);
 	for (k = 0; k < V.nr_on; k++) {
@@ -1115,6 +1181,14 @@ int pvio_start(u8 *win, u64 win_size, int win_fd,
 	snprintf(V.dir, sizeof(V.dir), "/tmp/pcinet-peer-vio.XXXXXX");
 	if (!mkdtemp(V.dir))
 		return -errno;
+	/*
+	 * Ours to write: a former pcinet-peer killed on this side left its
+	 * region header and offers here.  Cleared before we announce
+	 * PCINET_F_VIRTIO, or the peer registers a dead offer, probes it and
+	 * waits for answers nobody gives until our own offer replaces it.
+	 */
+	memset(V.win + V.drv_reg, 0, PCINET_VIO_FIXED_SIZE);
+	V.zeroed = true;
 	V.inst = pv_random();
 	for (k = 0; k < V.nr_on; k++) {
 		d = V.on[k];

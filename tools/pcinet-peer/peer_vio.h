@@ -18,6 +18,7 @@
 
 void pvio_setup_blk(const char *image);
 int pvio_setup_fs(const char *dir_tag);
+bool pvio_fault(const char *kind);
 bool pvio_enabled(void);
 u32 pvio_features(void);
 int pvio_start(u8 *win, u64 win_size, int win_fd,

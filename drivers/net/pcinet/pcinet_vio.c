@@ -44,6 +44,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/atomic.h>
 #include <linux/highmem.h>
 #include <linux/jiffies.h>
 #include <linux/module.h>
@@ -65,6 +66,12 @@
 #define PCINET_VIO_TRANSPORT_BITS	GENMASK_ULL(41, 24)
 #define PCINET_VIO_BIT(b)		BIT_ULL(b)
 
+/* Requests in flight and no completion for this long: D is wedged. */
+#define PCINET_VIO_IO_MS		10000
+
+/* How long the instance that went is not registered from (scan_work). */
+#define PCINET_VIO_GONE_MS		2000
+
 /* How often a status wait looks again without a doorbell. */
 #define PCINET_VIO_POLL			(HZ / 10)
 
@@ -82,6 +89,9 @@ struct pcinet_vio_dev;
  * @bytes: its size
  * @req: the relay's request table, @r.num entries
  * @r: the relay's state for the queue
+ * @tick_used: the device used index the last tick saw; under the
+ *	device's @lock
+ * @stalled: ticks in a row with requests in flight and no completion
  */
 struct pcinet_vio_q {
 	struct pcinet_vio_dev *dev;
@@ -91,6 +101,8 @@ struct pcinet_vio_q {
 	size_t bytes;
 	struct pcinet_vio_req *req;
 	struct pcinet_vio_vq r;
+	u16 tick_used;
+	unsigned int stalled;
 };
 
 /**
@@ -121,6 +133,10 @@ struct pcinet_vio_slot {
  * @rhdr_in: region header D writes, at the start of @drv_region
  * @inst: our virtio instance, random, nonzero
  * @peer_inst: D's instance as last acted upon; 0: none
+ * @went: the link said the peer went (peer_gone); @scan_work takes it
+ * @gone_inst: the instance that went, not registered from again until
+ *	@gone_until or another instance shows up; 0: none.  Under @lock
+ * @gone_until: jiffies
  * @lock: the slot state machine
  * @stopping: no more plugging; under @lock
  * @slots_lock: guards the slots' @dev pointers for the lockless readers
@@ -138,6 +154,9 @@ struct pcinet_vio {
 	const struct pcinet_vio_rhdr *rhdr_in;
 	u32 inst;
 	u32 peer_inst;
+	atomic_t went;
+	u32 gone_inst;
+	unsigned long gone_until;
 	struct mutex lock; /* the slot state machine */
 	bool stopping;
 	spinlock_t slots_lock; /* slot[].dev for doorbells and ticks */
@@ -169,6 +188,7 @@ struct pcinet_vio {
  * @out_ext: extent table of the OUT pool
  * @in_ext: extent table of the IN pool
  * @pending_intr: queues whose private used ring moved in notify
+ * @ticked: bit 0: a link tick queued @io_work since it last ran
  * @io_work: completions, aborts, and submissions that waited for room
  * @ack_wq: status waits
  */
@@ -193,6 +213,7 @@ struct pcinet_vio_dev {
 	struct pcinet_vio_ext *out_ext;
 	struct pcinet_vio_ext *in_ext;
 	unsigned long pending_intr;
+	unsigned long ticked;
 	struct work_struct io_work;
 	wait_queue_head_t ack_wq;
 };
@@ -330,6 +351,24 @@ static bool pcinet_vio_answered(struct pcinet_vio_dev *dev, u8 *status)
 	return true;
 }
 
+static u32 pcinet_vio_peer_inst(struct pcinet_vio *vio);
+
+/*
+ * Has D withdrawn or replaced the device, or restarted, since it was
+ * registered?  @scan_work finds that too, but not while a probe or a
+ * remove waits for a status answer under the link's @lock: without this
+ * look, a driver probing a former dev_gen (the new instance of D offers a
+ * new one meanwhile, which ignores our driver state) waited the whole
+ * PCINET_VIO_ACK_MS for an answer that never comes.  Process context.
+ */
+static bool pcinet_vio_replaced(struct pcinet_vio_dev *dev)
+{
+	struct pcinet_vio *vio = dev->vio;
+
+	return le32_to_cpu(READ_ONCE(dev->desc->dev_gen)) != dev->info.dev_gen ||
+	       pcinet_vio_peer_inst(vio) != READ_ONCE(vio->peer_inst);
+}
+
 /* ----- death: from any context ----- */
 
 static void pcinet_vio_kill_locked(struct pcinet_vio_dev *dev, u32 err)
@@ -421,7 +460,7 @@ static void pcinet_vio_io_work(struct work_struct *work)
 	struct pcinet_vio_dev *dev = container_of(work, struct pcinet_vio_dev,
 						  io_work);
 	unsigned long flags, intr = 0;
-	bool kick = false, broke = false;
+	bool kick = false, broke = false, tick;
 	unsigned int i;
 	u8 status;
 	int r;
@@ -449,6 +488,7 @@ static void pcinet_vio_io_work(struct work_struct *work)
 		if (dev->dead && pcinet_vio_abort(&dev->q[i].r) != 0)
 			__set_bit(i, &intr);
 	}
+	tick = test_and_clear_bit(0, &dev->ticked);
 	for (i = 0; i < dev->nr_q && !dev->dead; i++) {
 		r = pcinet_vio_submit(&dev->q[i].r);
 		if (r < 0) {
@@ -456,6 +496,41 @@ static void pcinet_vio_io_work(struct work_struct *work)
 			broke = true;
 			break;
 		}
+		/*
+		 * Kick suppression follows avail_event (or the used ring's
+		 * flags), words in our drv region that D's back end writes
+		 * and a third party can scribble: a value far ahead stops
+		 * every kick, and a back end that is never kicked never
+		 * writes it again.  So a queue with requests in flight and no
+		 * completion since the last tick is kicked anyway (a spurious
+		 * kick costs the back end a look at its avail ring).
+		 */
+		if (tick && dev->q[i].r.inflight &&
+		    dev->q[i].r.last_used == dev->q[i].tick_used) {
+			r |= PCINET_VIO_KICK;
+			/*
+			 * Kicked in vain for PCINET_VIO_IO_MS: D's back end
+			 * is wedged (a scribbled avail index can make a
+			 * vhost-user back end stop serving the ring for
+			 * good) and the stock drivers have no timeout, so
+			 * sync or rmmod would wait for ever.  The device is
+			 * gone; D offers it again.
+			 */
+			if (++dev->q[i].stalled >
+			    PCINET_VIO_IO_MS / PCINET_TICK_MS) {
+				dev_warn_ratelimited(pcinet_vio_log_dev(dev->vio),
+						     "virtio slot %u queue %u: no completion in %u ms: unplugging\n",
+						     dev->n, i, PCINET_VIO_IO_MS);
+				pcinet_vio_kill_locked(dev,
+						       PCINET_VIO_ERR_TIMEOUT);
+				broke = true;
+				break;
+			}
+		} else if (tick) {
+			dev->q[i].stalled = 0;
+		}
+		if (tick)
+			dev->q[i].tick_used = dev->q[i].r.last_used;
 		if (r & PCINET_VIO_KICK) {
 			pcinet_vio_bump_notify(dev, i);
 			kick = true;
@@ -564,6 +639,10 @@ static u8 pcinet_vio_wait_status(struct pcinet_vio_dev *dev)
 					       VIRTIO_CONFIG_S_DRIVER_OK);
 		if (pcinet_vio_answered(dev, &status))
 			return status;
+		if (pcinet_vio_replaced(dev)) {
+			pcinet_vio_kill(dev, PCINET_VIO_ERR_NONE);
+			continue;
+		}
 		if (time_after(jiffies, deadline)) {
 			dev_warn_ratelimited(pcinet_vio_log_dev(dev->vio),
 					     "virtio slot %u: no answer to status 0x%x in %u ms: unplugging\n",
@@ -1022,6 +1101,27 @@ static void pcinet_vio_scan(struct work_struct *work)
 	if (vio->stopping)
 		goto out;
 	inst = pcinet_vio_peer_inst(vio);
+	/*
+	 * A peer killed without a word leaves its control block, region
+	 * header and offers in the window: until its heartbeat is found
+	 * silent (peer_timeout_ms) the link takes it for alive, and we
+	 * registered its dead offer again right after the unplug, probed it
+	 * and waited for answers.  A frozen peer looks alive again for a
+	 * while after the link's own reset (the handshake restarts the
+	 * heartbeat's clock).  So the instance that went is not registered
+	 * from for PCINET_VIO_GONE_MS after the last time it went; another
+	 * instance ends that at once.  (A peer that runs on, only frozen for
+	 * a while or with a scribbled control block, is back after that.)
+	 */
+	if (atomic_xchg(&vio->went, 0) && vio->peer_inst) {
+		vio->gone_inst = vio->peer_inst;
+		vio->gone_until = jiffies + msecs_to_jiffies(PCINET_VIO_GONE_MS);
+	}
+	if (vio->gone_inst && ((inst && inst != vio->gone_inst) ||
+			       time_after(jiffies, vio->gone_until)))
+		vio->gone_inst = 0;
+	if (vio->gone_inst)
+		inst = 0;
 	if (inst != vio->peer_inst) {
 		/* D restarted or went: every device it offered is gone */
 		for (n = 0; n < PCINET_VIO_MAX_DEV; n++) {
@@ -1030,7 +1130,7 @@ static void pcinet_vio_scan(struct work_struct *work)
 						PCINET_VIO_ERR_NONE);
 			vio->slot[n].refused_gen = 0;
 		}
-		vio->peer_inst = inst;
+		WRITE_ONCE(vio->peer_inst, inst);
 	}
 	/*
 	 * Our instance is visible before any driver state that a plug
@@ -1076,7 +1176,7 @@ out:
  * I/O (virtio_blk reads the partition table after DRIVER_OK) waits for
  * ever on a device D no longer serves unless the relay aborts it.
  */
-static void pcinet_vio_poke(struct pcinet_vio *vio, bool kill)
+static void pcinet_vio_poke(struct pcinet_vio *vio, bool kill, bool tick)
 {
 	struct pcinet_vio_dev *dev;
 	unsigned long flags;
@@ -1090,6 +1190,8 @@ static void pcinet_vio_poke(struct pcinet_vio *vio, bool kill)
 		if (kill ||
 		    le32_to_cpu(READ_ONCE(dev->desc->dev_gen)) != dev->info.dev_gen)
 			pcinet_vio_kill(dev, PCINET_VIO_ERR_NONE);
+		if (tick)
+			set_bit(0, &dev->ticked);
 		queue_work(pcinet_vio_wq, &dev->io_work);
 		wake_up(&dev->ack_wq);
 	}
@@ -1100,18 +1202,22 @@ static void pcinet_vio_poke(struct pcinet_vio *vio, bool kill)
 /* Vector 3 (or 0 with fewer vectors): completions, answers, offers. */
 static void pcinet_vio_kick(void *priv)
 {
-	pcinet_vio_poke(priv, false);
+	pcinet_vio_poke(priv, false, false);
 }
 
 /* Every link tick, up or not: the lost-doorbell sweep and soft state. */
 static void pcinet_vio_tick(void *priv)
 {
-	pcinet_vio_poke(priv, false);
+	pcinet_vio_poke(priv, false, true);
 }
 
 static void pcinet_vio_peer_gone(void *priv)
 {
-	pcinet_vio_poke(priv, true);
+	struct pcinet_vio *vio = priv;
+
+	/* taken by @scan_work, which pcinet_vio_poke() queues */
+	atomic_set(&vio->went, 1);
+	pcinet_vio_poke(vio, true, false);
 }
 
 /* A reset of the link's rings is no business of the virtio channel. */

@@ -1,0 +1,511 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""The virtio channel's faults, stage 2: the board in QEMU, the device
+side (pcinet-peer --blk, qemu-storage-daemon behind it) on the host, as
+in test_virtio.py, on a fabric with fault injection.
+
+    +------- a (QEMU) ---------+  pcinet-fabric -C   +---- host, netns pnv-<pid> ----+
+    | pcinet.ko: the transport |<= -m 64M -V 8M =>  | pcinet-peer --blk IMAGE       |
+    | virtio_blk: /dev/vda     |   scribble, -n 4    |   qemu-storage-daemon behind  |
+    +--------------------------+                     +-------------------------------+
+
+docs/design.md, "Instances, reset and hot-unplug", "Untrusted input" and
+the "Test plan" table.  What the board's user relies on: a device side
+that dies, freezes or restarts, or a window scribbled by a third party,
+costs I/O errors or an unplug within a bounded time, never a hang (dd
+ends, sync and rmmod return) or a splat; the device comes back by itself
+and holds what was written before; net and tty resets leave it alone.
+
+Cases:
+  virtio-peer-cycles  10 cycles (4 on the debug kernel) of kill -9,
+                      SIGSTOP 3.5 s / SIGCONT, SIGTERM + restart of
+                      pcinet-peer under a dd on /dev/vda: /dev/vda goes
+                      within a bound, the dd ends, sync returns, the
+                      device comes back with the data written before,
+                      and after a kill or restart no probe failed (a gone
+                      device side's offer registered); then rmmod pcinet
+                      during a dd returns within 5 s (10 s on the debug
+                      kernel) and the dd ends
+  virtio-net-reset    net and tty rings scribbled under traffic both
+                      ways and a dd (link resets and dropped records
+                      counted, > 0): /dev/vda stays, the dd succeeds, a
+                      pattern written during the faults reads back equal
+  virtio-scribble     the fixed parts and rings of the board's drv region
+                      and the device side's dev region scribbled under a
+                      dd: unplugs or I/O errors (at least one), no hang,
+                      no splat; /dev/vda back within 30 s after, and a new
+                      pattern reads back equal
+  virtio-old-peer     a device side that offers without PCINET_F_VIRTIO
+                      (--blk-fault=no-feature): no device; net and tty work
+  virtio-stale-used   a used entry no request of the session made, in a
+                      fresh used ring (--blk-fault=stale-used: what a back
+                      end completing a request after it answered a reset
+                      does): the board unplugs (ratelimited message, no
+                      splat), the device side offers again, /dev/vda is
+                      back with its data
+"""
+
+import hashlib
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pcinet_harness as h  # noqa: E402
+from peer_lib import BlkPeer, sh  # noqa: E402
+
+TRANSPORT = h.ROOT / 'drivers/net/pcinet/pcinet_vio.c'
+QSD = os.environ.get('PCINET_QSD', 'qemu-storage-daemon')
+IMG_MIB = 64
+# The data written before the faults (1 MiB at 1 MiB) and where the
+# background dd writes (32 MiB from 16 MiB): apart.
+PAT_OFF, PAT_MIB = 1, 1
+DD_SEEK_64K, DD_COUNT_64K = 256, 512
+# Bounds (seconds): the design's are ~1 s for a gone device side; TCG and
+# the debug kernel are slower.
+SLOW = 3 if h.KERNEL == 'debug' else 1
+GONE = 5 * SLOW			# /dev/vda gone after a kill or a freeze
+DD_END = 10 * SLOW		# the background dd ended after that
+BACK = 60			# /dev/vda back (probe, partition scan)
+RMMOD = 5 * (2 if h.KERNEL == 'debug' else 1)	# rmmod during a dd
+# Scribbles: writes/s.  The words that matter in 128 KiB of a virtio
+# region (dev_gen, used->idx, a used entry in flight) are a few: at this
+# rate each is hit a few times in 5 s.
+RATE = 50000
+IP = '10.79.0.1'
+HOST_IP = '10.79.0.2'
+
+h.configure(machines=('a',), links=[('a',)], extra_modules=[h.PCINET_KO],
+            fabric_size='64M', fabric_vio='8M', vectors=4,
+            fabric_control=True)
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+def need_stage2():
+    if not TRANSPORT.exists():
+        h.skip('the board transport (drivers/net/pcinet/pcinet_vio.c) is '
+               'not in this tree')
+    if not shutil.which(QSD):
+        h.skip(f'{QSD} not installed')
+
+
+def peer_start(peer, *extra):
+    """pcinet-peer --blk with extra options; its TAP gets HOST_IP."""
+    mark = peer.spawn('-i', 'pnv0', '-l', peer.t.workdir / 'peer.tty',
+                      '--blk', peer.img, *extra)
+    peer.wait_log('vio: back end ready', 15, mark)
+    sh(['ip', '-n', peer.ns, 'addr', 'replace', f'{HOST_IP}/24', 'dev',
+        'pnv0'])
+    sh(['ip', '-n', peer.ns, 'link', 'set', 'pnv0', 'up'])
+    return mark
+
+
+def wait_vda(t, timeout=BACK, why=''):
+    took = t.a.wait_until('[ -b /dev/vda ]', timeout,
+                          what=f'/dev/vda back{why}',
+                          show='ls /sys/bus/virtio/devices/ /sys/block; '
+                          'dmesg | grep -iE "pcinet|virtio|vda" | tail -n 15')
+    size = int(t.a.run('cat /sys/block/vda/size').strip())
+    h.expect(size == IMG_MIB << 11,
+             f'/dev/vda has {size} sectors, the image {IMG_MIB << 11}')
+    return took
+
+
+def vda_gone(t, timeout, why):
+    return t.a.wait_until('! [ -b /dev/vda ]', timeout,
+                          what=f'/dev/vda gone {why}',
+                          show='ls /sys/block; dmesg | tail -n 12')
+
+
+def started(t, *extra):
+    need_stage2()
+    peer = BlkPeer(t, IMG_MIB)
+    try:
+        peer_start(peer, *extra)
+        h.load(t.a)
+        wait_vda(t)
+    except BaseException:
+        peer.close()
+        raise
+    return peer
+
+
+def guest_sha(t, off_mib, mib):
+    """sha256 of /dev/vda's bytes, past the page cache."""
+    out = t.a.run(f'dd if=/dev/vda bs=1M skip={off_mib} count={mib} '
+                  'iflag=direct 2>/dev/null | sha256sum', timeout=300)
+    return out.split()[0]
+
+
+def write_pattern(t, off_mib, mib, timeout=120):
+    """mib MiB of random bytes at off_mib MiB (O_DIRECT, fsync); their
+    sha256."""
+    pat = t.a.run(f'dd if=/dev/urandom of=/tmp/pat bs=1M count={mib} '
+                  '2>/dev/null && sha256sum /tmp/pat').split()[0]
+    t.a.run(f'dd if=/tmp/pat of=/dev/vda bs=1M seek={off_mib} '
+            'oflag=direct conv=fsync 2>&1', timeout=timeout)
+    return pat
+
+
+def check_pattern(t, peer, pat, when):
+    back = guest_sha(t, PAT_OFF, PAT_MIB)
+    h.expect(back == pat, f'{when}: /dev/vda reads {back}, written {pat}')
+    host = peer.image_sha(PAT_OFF, PAT_MIB)
+    h.expect(host == pat, f'{when}: the host image has {host}, written '
+             f'{pat}')
+
+
+def dd_start(t, rw='write', loop=False):
+    """A dd on /dev/vda in the background (O_DIRECT, 64 KiB blocks, 32
+    MiB), its exit status in /tmp/dd.rc; once it moves.  rw: write or
+    read.  loop: dd again and again until one fails (its status), so that
+    the fault surely meets one under way."""
+    io = (f'if=/dev/zero of=/dev/vda seek={DD_SEEK_64K} oflag=direct'
+          if rw == 'write' else
+          f'if=/dev/vda of=/dev/null skip={DD_SEEK_64K} iflag=direct')
+    ios = 'awk \'$3 == "vda" {print $4 + $8}\' /proc/diskstats'
+    n0 = int(t.a.run(ios).strip() or 0)
+    dd = f'dd {io} bs=64k count={DD_COUNT_64K} >/tmp/dd.log 2>&1'
+    if loop:
+        job = f'while true; do {dd} || {{ echo $? >/tmp/dd.rc; break; }}; done'
+    else:
+        job = f'{dd}; echo $? >/tmp/dd.rc'
+    t.a.run(f'rm -f /tmp/dd.rc /tmp/dd.log; (({job}) &) >/dev/null 2>&1')
+    # requests in flight before the fault: the dd's first ones completed
+    t.a.wait_until(f'[ "$({ios})" -gt {n0 + 2} ]', 20,
+                   what='the dd under way', show='cat /tmp/dd.log')
+
+
+def dd_end(t, timeout, why):
+    """The background dd ended within timeout s; its exit status."""
+    took = t.a.wait_until('[ -e /tmp/dd.rc ]', timeout,
+                          what=f'the dd ended {why}',
+                          show='cat /tmp/dd.log; ps; '
+                          'for p in $(pidof dd); do cat /proc/$p/stack; done')
+    return int(t.a.run('cat /tmp/dd.rc').strip() or -1), took
+
+
+def sync_returns(t, why, timeout=5 * SLOW):
+    t0 = time.monotonic()
+    rc, out = t.a.sh('sync', timeout=timeout + 30)
+    took = time.monotonic() - t0
+    h.expect(took < timeout, f'sync {why} took {took:.1f} s')
+    return took
+
+
+def unplugs(t):
+    return int(t.a.run('dmesg | grep -c "virtio slot .*unplugged" || true')
+               .strip() or 0)
+
+
+def failed_probes(t):
+    """Probes that failed (a device gone while its driver probed it)."""
+    return int(t.a.run('dmesg | grep -c "device refuses features" || true')
+               .strip() or 0)
+
+
+def ring_faults(t):
+    """What the board's link counted: carrier changes (link resets), net
+    records dropped as changed or too long, tty records dropped."""
+    out = t.a.run('cat /sys/class/net/pcinet0/carrier_changes; '
+                  'ethtool -S pcinet0 | grep -E "rx_(crc|length)_errors"')
+    lines = out.split('\n')
+    r = {'resets': int(lines[0].strip())}
+    for line in lines[1:]:
+        if ':' in line:
+            k, v = line.split(':')
+            r[k.strip()] = int(v)
+    return r
+
+
+# --------------------------------------------------------------------------
+# cases
+# --------------------------------------------------------------------------
+
+@h.case('virtio-peer-cycles', fresh=True)
+def _(t):
+    """kill -9, SIGSTOP/SIGCONT and restart of the device side, in turn,
+    under a dd: gone within a bound, the dd ends, sync returns, back with
+    the data; then rmmod during a dd within 5 s."""
+    peer = started(t)
+    try:
+        pat = write_pattern(t, PAT_OFF, PAT_MIB)
+        n = 4 if h.KERNEL == 'debug' else 10
+        took = {'kill': [], 'stop': [], 'restart': []}
+        for i in range(n):
+            kind = ('kill', 'stop', 'restart')[i % 3]
+            try:
+                probes0 = failed_probes(t)
+                dd_start(t, loop=True)
+                if kind == 'kill':
+                    peer.kill()
+                    gone = vda_gone(t, GONE, 'after kill -9')
+                elif kind == 'stop':
+                    peer.signal(signal.SIGSTOP)
+                    t0 = time.monotonic()
+                    # gone while still frozen: the peer timeout, not a
+                    # withdrawal, took it
+                    gone = vda_gone(t, GONE, 'while pcinet-peer is stopped')
+                    time.sleep(max(0.0, 3.5 - (time.monotonic() - t0)))
+                    h.expect(peer.proc.poll() is None, 'pcinet-peer died')
+                else:
+                    rc = peer.stop()
+                    h.expect(rc == 0, f'pcinet-peer exited {rc} on SIGTERM:\n'
+                             + peer.log_tail())
+                    gone = vda_gone(t, GONE, 'after SIGTERM')
+                rc, ended = dd_end(t, DD_END, f'after the {kind}')
+                h.expect(rc != 0, f'the dd succeeded through a {kind} of '
+                         'the device side:\n' + t.a.run('cat /tmp/dd.log'))
+                sync_returns(t, f'after the {kind}')
+                if kind == 'stop':
+                    peer.signal(signal.SIGCONT)
+                else:
+                    peer_start(peer)
+                back = wait_vda(t, why=f' after the {kind}')
+                took[kind].append((gone, back))
+                check_pattern(t, peer, pat, f'cycle {i + 1} ({kind})')
+                # a killed or stopped device side's offer left in the
+                # window is not registered again (a frozen one may be,
+                # once, when it looks alive after the link's reset)
+                if kind != 'stop':
+                    h.expect(failed_probes(t) == probes0, 'a probe failed: '
+                             'the offer of a device side that was gone was '
+                             'registered')
+            except h.CaseFailure as e:
+                raise h.CaseFailure(f'cycle {i + 1} ({kind}): {e}') from None
+        # kept with --keep: the transport's messages of every cycle
+        (t.workdir / 'a.dmesg').write_text(t.a.run('dmesg', timeout=60))
+        h.info('gone / back after (s, guest clock), max: ' + ', '.join(
+            f'{k} {max(g for g, _ in v):.2f} / {max(b for _, b in v):.1f}'
+            for k, v in took.items() if v) + f'; {failed_probes(t)} failed '
+            'probes')
+        # rmmod of the board's driver during a dd: returns within 5 s
+        dd_start(t, loop=True)
+        t0 = time.monotonic()
+        rc, out = t.a.sh('rmmod pcinet', timeout=60)
+        took_rmmod = time.monotonic() - t0
+        h.expect(rc == 0, f'rmmod pcinet during a dd: {out}')
+        h.expect(took_rmmod < RMMOD, f'rmmod pcinet during a dd took '
+                 f'{took_rmmod:.1f} s')
+        # it ends: the remove lets the requests in flight complete (the
+        # device side is alive), the next dd fails on the gone disk
+        rc, _ = dd_end(t, DD_END, 'after rmmod')
+        h.info(f'rmmod during dd: {took_rmmod:.2f} s (host clock), the dd '
+               f'exited {rc}')
+        h.load(t.a)
+        wait_vda(t, why=' after insmod')
+        check_pattern(t, peer, pat, 'after rmmod and insmod')
+        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
+                 + peer.log_tail())
+        h.unload(t.a, 5)
+    finally:
+        peer.close()
+
+
+def scribble(t, regions, secs, rate=RATE, mode='random'):
+    """Scribble regions for secs s (their writes reported), then wait
+    until the fabric says they stopped."""
+    seed = int(os.environ.get('PCINET_FAULT_SEED') or time.time())
+    for r in regions:
+        h.info(t.fabric.fault(f'scribble {r} {rate} {secs} {mode} {seed}'))
+    time.sleep(secs)
+    deadline = time.monotonic() + 10
+    while 'scribble=none' not in t.fabric.fault('status'):
+        h.expect(time.monotonic() < deadline, 'scribbles did not stop')
+        time.sleep(0.05)
+
+
+@h.case('virtio-net-reset', fresh=True)
+def _(t):
+    """The net and tty rings scribbled under traffic both ways and a dd:
+    records dropped, link resets; /dev/vda stays, and what is written
+    meanwhile reads back equal."""
+    peer = started(t)
+    host = []
+    try:
+        h.net_up(t.a, IP)
+        h.wait_carrier(t.a, 1, 15)
+        before = ring_faults(t)
+        unplugs0 = unplugs(t)
+        # traffic both ways keeps every scribbled ring read
+        tty = t.workdir / 'peer.tty'
+        sh(['stty', '-F', str(tty), 'raw', '-echo'])
+        host.append(subprocess.Popen(
+            ['ip', 'netns', 'exec', peer.ns, 'ping', '-q', '-f', '-s', '1400',
+             IP], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        host.append(subprocess.Popen(
+            ['sh', '-c', f'cat {tty} >/dev/null & exec cat /dev/urandom '
+             f'>{tty}'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        t.a.run('stty -F /dev/ttyPCI0 raw -echo clocal; '
+                '(cat /dev/ttyPCI0 >/dev/null &) >/dev/null 2>&1; '
+                '(cat /dev/urandom >/dev/ttyPCI0 &) >/dev/null 2>&1; '
+                f'(ping -c 100000 -s 1400 {HOST_IP} >/dev/null 2>&1 &) '
+                '>/dev/null 2>&1')
+        dd_start(t)
+        pat = t.a.run('dd if=/dev/urandom of=/tmp/pat bs=1M count=1 '
+                      '2>/dev/null && sha256sum /tmp/pat').split()[0]
+        t.a.run('((dd if=/tmp/pat of=/dev/vda bs=64k seek=16 oflag=direct '
+                'conv=fsync >/tmp/pat.log 2>&1; echo $? >/tmp/pat.rc) &) '
+                '>/dev/null 2>&1')
+        scribble(t, ('net0', 'net1', 'tty0', 'tty1'), 5, rate=2000,
+                 mode='bounds')
+        for p in host:
+            p.kill()
+        t.a.run('killall ping cat >/dev/null 2>&1; true')
+        rc, _ = dd_end(t, 300, 'after the ring faults')
+        h.expect(rc == 0, 'the dd failed across link resets:\n'
+                 + t.a.run('cat /tmp/dd.log'))
+        t.a.wait_until('[ -e /tmp/pat.rc ]', 120, what='the pattern written')
+        h.expect(t.a.run('cat /tmp/pat.rc').strip() == '0',
+                 'writing the pattern failed: '
+                 + t.a.run('cat /tmp/pat.log'))
+        after = ring_faults(t)
+        seen = {k: after[k] - before[k] for k in after}
+        h.info('during the dd: ' + ', '.join(f'{k} {v}'
+                                               for k, v in seen.items()))
+        h.expect(sum(seen.values()) > 0, 'no reset, no record dropped: the '
+                 'case tested nothing')
+        h.expect(unplugs(t) == unplugs0, '/dev/vda was unplugged by a link '
+                 'reset:\n' + t.a.run('dmesg | grep -i virtio | tail -n 5'))
+        h.expect(t.a.sh('[ -b /dev/vda ]')[0] == 0, '/dev/vda is gone')
+        back = guest_sha(t, PAT_OFF, PAT_MIB)
+        h.expect(back == pat, f'read back {back}, written {pat}')
+        h.expect(peer.image_sha(PAT_OFF, PAT_MIB) == pat,
+                 'the host image differs from what was written')
+        h.wait_carrier(t.a, 1, 15)
+        h.unload(t.a, 10)
+    finally:
+        for p in host:
+            p.kill()
+            p.wait()
+        peer.close()
+
+
+@h.case('virtio-scribble', fresh=True)
+def _(t):
+    """The virtio regions' fixed parts and rings scribbled under a dd:
+    errors or unplugs, no hang, no splat; back once it stops."""
+    if os.environ.get('PCINET_VIO_SCRIBBLE') != '1':
+        # off by default until fixed: 1 run in 4 on the Debian kernel
+        # (at 352f052), after scribbling vdrv0 the board dropped the
+        # device (drv_gen 0, error 0) and registered it no more: /dev/vda
+        # not back within 30 s, pcinet-peer made no new offer
+        h.skip('known failure, off by default: PCINET_VIO_SCRIBBLE=1 runs '
+               'it (the device is sometimes not registered again after a '
+               'vdrv0 scribble)')
+    peer = started(t)
+    try:
+        for regions, mode in ((('vdrv0',), 'random'),
+                              (('vdev1',), 'random'),
+                              (('vdrv0', 'vdev1'), 'bounds')):
+            what = '+'.join(regions) + f' ({mode})'
+            unplugs0 = unplugs(t)
+            dd_start(t, loop=True)
+            scribble(t, regions, 5, mode=mode)
+            rc, _ = dd_end(t, 60 * SLOW, f'after scribbling {what}')
+            hit = unplugs(t) - unplugs0
+            h.info(f'{what}: dd exit {rc}, {hit} unplug(s)')
+            h.expect(rc != 0 or hit > 0, f'scribbling {what}: no error, no '
+                     'unplug: the case tested nothing')
+            sync_returns(t, f'after scribbling {what}', timeout=30)
+            back = wait_vda(t, 30, f' after scribbling {what}')
+            # a device that is back works: new data reads back equal
+            pat = write_pattern(t, PAT_OFF, PAT_MIB)
+            check_pattern(t, peer, pat, f'after scribbling {what}')
+            h.info(f'{what}: /dev/vda working {back:.1f} s after')
+        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
+                 + peer.log_tail())
+        h.unload(t.a, 10)
+    finally:
+        peer.close()
+
+
+@h.case('virtio-old-peer', fresh=True)
+def _(t):
+    """A device side offering without PCINET_F_VIRTIO: no device; net
+    and tty work."""
+    need_stage2()
+    peer = BlkPeer(t, IMG_MIB)
+    try:
+        mark = peer_start(peer, '--blk-fault=no-feature')
+        h.net_up(t.a, IP)
+        h.wait_carrier(t.a, 1, 15)
+        # it does offer: only the feature bit is missing
+        peer.wait_log('device offered', 15, mark)
+        time.sleep(3)
+        devs = t.a.run('ls /sys/bus/virtio/devices/ 2>/dev/null; '
+                       'ls /sys/block').split()
+        h.expect('vda' not in devs, 'a device was registered: '
+                 + ' '.join(devs))
+        h.expect(t.a.run('dmesg | grep -c "virtio slot" || true').strip()
+                 == '0', 'the board registered a slot:\n'
+                 + t.a.run('dmesg | grep "virtio slot" | tail -n 5'))
+        rc, out = t.a.sh(f'ping -c 3 -W 3 {HOST_IP}', timeout=30)
+        h.expect(rc == 0, f'no ping through: {out}')
+        fd = os.open(t.workdir / 'peer.tty',
+                     os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        try:
+            want = t.a.run('stty -F /dev/ttyPCI0 raw -echo clocal; '
+                           'head -c 4096 /dev/urandom >/tmp/t.bin; '
+                           'cat /tmp/t.bin >/dev/ttyPCI0; '
+                           'sha256sum </tmp/t.bin', timeout=60).split()[0]
+            got = _pty_read(fd, 4096, 20)
+        finally:
+            os.close(fd)
+        h.expect(hashlib.sha256(got).hexdigest() == want,
+                 f'ttyPCI0 -> pty: {len(got)} of 4096 bytes, or changed')
+        h.unload(t.a, 10)
+    finally:
+        peer.close()
+
+
+def _pty_read(fd, n, secs):
+    got = bytearray()
+    deadline = time.monotonic() + secs
+    while len(got) < n and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.1)[0]:
+            try:
+                got += os.read(fd, n - len(got))
+            except (BlockingIOError, OSError):
+                pass
+    return bytes(got)
+
+
+@h.case('virtio-stale-used', fresh=True)
+def _(t):
+    """A stale used entry in a new session's used ring: refused (an
+    unplug, ratelimited message), no splat; the device comes back with its
+    data."""
+    peer = started(t, '--blk-fault=stale-used')
+    try:
+        pat = write_pattern(t, PAT_OFF, PAT_MIB)
+        unplugs0 = unplugs(t)
+        # a second session: the board's driver reloaded
+        mark = peer.log_size()
+        h.unload(t.a, 10)
+        h.load(t.a)
+        peer.wait_log('fault: a stale used entry', 30, mark)
+        t.a.wait_until('dmesg | grep -q "virtio slot .*used idx ahead\\|'
+                       'virtio slot .*used id"', 20,
+                       what='the stale entry refused',
+                       show='dmesg | grep -i virtio | tail -n 8')
+        h.expect(unplugs(t) > unplugs0, 'no unplug')
+        wait_vda(t, why=' after the stale entry')
+        check_pattern(t, peer, pat, 'after the stale entry')
+        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
+                 + peer.log_tail())
+        h.unload(t.a, 10)
+    finally:
+        peer.close()
+
+
+if __name__ == '__main__':
+    raise SystemExit(h.main())
