@@ -196,6 +196,8 @@ enum pv_be { BE_DOWN, BE_STARTING, BE_READY };
  * @answers: status answers written
  * @offers: offers made
  * @cfg_writes: config bytes replayed to the back end
+ * @reoffer_ms: no new offer of a dev_gen the peer dropped before
+ * @sessions: rings started (--blk-fault=stale-used)
  */
 struct pv_dev {
 	const struct pv_type *t;
