@@ -152,7 +152,7 @@ DEBUG_CASES=(
 	=vhost-peer-cycles
 	=virtio-blk-wce =virtio-fs =virtio-fs-restart =virtio-fs-abort
 	=virtio-peer-cycles =virtio-net-reset =virtio-scribble =virtio-old-peer
-	=virtio-stale-used
+	=virtio-stale-used =virtio-bad-config
 )
 
 rounds=${REPEAT:-1}

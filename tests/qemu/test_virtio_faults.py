@@ -43,6 +43,9 @@ Cases:
                       does): the board unplugs (ratelimited message, no
                       splat), the device side offers again, /dev/vda is
                       back with its data
+  virtio-bad-config   virtio-blk's config with wce 2 (--blk-fault=bad-wce),
+                      a value virtio_blk turns into an index with a BUG_ON:
+                      the board reads "write back", no splat
 """
 
 import hashlib
@@ -504,6 +507,21 @@ def _(t):
         h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
                  + peer.log_tail())
         h.unload(t.a, 10)
+    finally:
+        peer.close()
+
+
+@h.case('virtio-bad-config', fresh=True)
+def _(t):
+    """A config byte out of range (wce 2): made 0 or 1 by the transport,
+    so virtio_blk's cache_type_show() does not BUG()."""
+    peer = started(t, '--blk-fault=bad-wce')
+    try:
+        peer.wait_log('config published with wce 2', 5)
+        mode = t.a.run('cat /sys/block/vda/cache_type').strip()
+        h.expect(mode == 'write back', f'cache_type: {mode!r}')
+        pat = write_pattern(t, PAT_OFF, PAT_MIB)
+        check_pattern(t, peer, pat, 'with wce 2 published')
     finally:
         peer.close()
 
