@@ -138,9 +138,6 @@ debug_build() {
 # On the debug kernel by default: the cases that move traffic, reload a
 # driver, kill or stop a peer, or inject faults (an exact name each: "=").
 # KERNEL=debug runs every case there instead.
-# Not here yet: virtio-peer-cycles (on the debug kernel a dd on /dev/vda
-# once did not end within 30 s of a kill -9 of the device side, being
-# diagnosed) and virtio-scribble (off by default everywhere).
 DEBUG_CASES=(
 	=net-load-unload =net-ping =net-tcp-256M =net-iperf3-tcp
 	=net-link-down-up =net-down-up-in-flight =net-reload-under-traffic
@@ -154,7 +151,8 @@ DEBUG_CASES=(
 	=virtio-blk-fio =vhost-blk =vhost-fs =vhost-withdraw =vhost-withdraw-in-probe
 	=vhost-peer-cycles
 	=virtio-blk-wce =virtio-fs =virtio-fs-restart =virtio-fs-abort
-	=virtio-net-reset =virtio-old-peer =virtio-stale-used
+	=virtio-peer-cycles =virtio-net-reset =virtio-scribble =virtio-old-peer
+	=virtio-stale-used =virtio-bad-config
 )
 
 rounds=${REPEAT:-1}

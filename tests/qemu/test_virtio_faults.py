@@ -43,6 +43,9 @@ Cases:
                       does): the board unplugs (ratelimited message, no
                       splat), the device side offers again, /dev/vda is
                       back with its data
+  virtio-bad-config   virtio-blk's config with wce 2 (--blk-fault=bad-wce),
+                      a value virtio_blk turns into an index with a BUG_ON:
+                      the board reads "write back", no splat
 """
 
 import hashlib
@@ -66,6 +69,7 @@ IMG_MIB = 64
 # background dd writes (32 MiB from 16 MiB): apart.
 PAT_OFF, PAT_MIB = 1, 1
 DD_SEEK_64K, DD_COUNT_64K = 256, 512
+DD_NODE = '/tmp/vda.node'	# the background dd's block device node
 # Bounds (seconds): the design's are ~1 s for a gone device side; TCG and
 # the debug kernel are slower.
 SLOW = 3 if h.KERNEL == 'debug' else 1
@@ -168,9 +172,17 @@ def dd_start(t, rw='write', loop=False):
     MiB), its exit status in /tmp/dd.rc; once it moves.  rw: write or
     read.  loop: dd again and again until one fails (its status), so that
     the fault surely meets one under way."""
-    io = (f'if=/dev/zero of=/dev/vda seek={DD_SEEK_64K} oflag=direct'
+    # A node of our own for this disk: once the disk is gone, opening it
+    # fails (ENXIO).  of=/dev/vda would create a regular file in
+    # devtmpfs instead, the next dd of the loop would write 32 MiB into
+    # it and succeed, and the loop would never end (seen on the debug
+    # kernel: dd in shmem_file_write_iter), nor could the disk's node
+    # come back.
+    t.a.run(f'rm -f {DD_NODE}; mknod {DD_NODE} b '
+            '$(tr ":" " " </sys/block/vda/dev)')
+    io = (f'if=/dev/zero of={DD_NODE} seek={DD_SEEK_64K} oflag=direct'
           if rw == 'write' else
-          f'if=/dev/vda of=/dev/null skip={DD_SEEK_64K} iflag=direct')
+          f'if={DD_NODE} of=/dev/null skip={DD_SEEK_64K} iflag=direct')
     ios = 'awk \'$3 == "vda" {print $4 + $8}\' /proc/diskstats'
     n0 = int(t.a.run(ios).strip() or 0)
     dd = f'dd {io} bs=64k count={DD_COUNT_64K} >/tmp/dd.log 2>&1'
@@ -393,14 +405,6 @@ def _(t):
 def _(t):
     """The virtio regions' fixed parts and rings scribbled under a dd:
     errors or unplugs, no hang, no splat; back once it stops."""
-    if os.environ.get('PCINET_VIO_SCRIBBLE') != '1':
-        # off by default until fixed: 1 run in 4 on the Debian kernel
-        # (at 352f052), after scribbling vdrv0 the board dropped the
-        # device (drv_gen 0, error 0) and registered it no more: /dev/vda
-        # not back within 30 s, pcinet-peer made no new offer
-        h.skip('known failure, off by default: PCINET_VIO_SCRIBBLE=1 runs '
-               'it (the device is sometimes not registered again after a '
-               'vdrv0 scribble)')
     peer = started(t)
     try:
         for regions, mode in ((('vdrv0',), 'random'),
@@ -503,6 +507,21 @@ def _(t):
         h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
                  + peer.log_tail())
         h.unload(t.a, 10)
+    finally:
+        peer.close()
+
+
+@h.case('virtio-bad-config', fresh=True)
+def _(t):
+    """A config byte out of range (wce 2): made 0 or 1 by the transport,
+    so virtio_blk's cache_type_show() does not BUG()."""
+    peer = started(t, '--blk-fault=bad-wce')
+    try:
+        peer.wait_log('config published with wce 2', 5)
+        mode = t.a.run('cat /sys/block/vda/cache_type').strip()
+        h.expect(mode == 'write back', f'cache_type: {mode!r}')
+        pat = write_pattern(t, PAT_OFF, PAT_MIB)
+        check_pattern(t, peer, pat, 'with wce 2 published')
     finally:
         peer.close()
 

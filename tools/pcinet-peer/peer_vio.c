@@ -256,6 +256,7 @@ static struct {
 	/* --blk-fault: a broken device side, for the peer's fault tests */
 	bool hide_feature;		/* no PCINET_F_VIRTIO, offer anyway */
 	bool stale_used;		/* one stale used entry (rings_start()) */
+	bool bad_wce;			/* virtio-blk's wce published as 2 */
 } V = { .win_fd = -1 };
 
 static __printf(1, 2) void pv_log(const char *fmt, ...)
@@ -358,7 +359,9 @@ bool pvio_enabled(void)
  *	earlier one, put a used entry into the fresh used ring that no
  *	request of this session made (id num - 1), as a back end that
  *	completes a request after the reset was answered would (the peer
- *	must refuse it: an unplug, then a new offer).
+ *	must refuse it: an unplug, then a new offer);
+ *  bad-wce: virtio-blk's config published with wce 2, a value no device
+ *	has (the peer must not pass it to virtio_blk, which BUG()s on it).
  */
 bool pvio_fault(const char *kind)
 {
@@ -366,6 +369,8 @@ bool pvio_fault(const char *kind)
 		V.hide_feature = true;
 	else if (!strcmp(kind, "stale-used"))
 		V.stale_used = true;
+	else if (!strcmp(kind, "bad-wce"))
+		V.bad_wce = true;
 	else
 		return false;
 	return true;
@@ -751,6 +756,10 @@ static int be_negotiate(struct pv_dev *d)
 		if (err)
 			return err;
 		clamp_blk_config(d);
+		if (V.bad_wce) {
+			d->config[BLK_CFG_WCE] = 2;
+			pv_log("virtio-blk: fault: config published with wce 2");
+		}
 		/* CONFIG_WCE too: the wce byte is replayed (config_seq) */
 		d->offer = vio_blk_offer(d->be_features) |
 			   (d->be_features & BLK_F_CONFIG_WCE);

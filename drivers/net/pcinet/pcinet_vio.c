@@ -53,7 +53,9 @@
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/virtio.h>
+#include <linux/virtio_blk.h>
 #include <linux/virtio_config.h>
+#include <linux/virtio_ids.h>
 #include <linux/virtio_ring.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
@@ -564,6 +566,21 @@ static void pcinet_vio_io_work(struct work_struct *work)
  * a field right after writing it (virtio_blk's cache_type_store() reads
  * wce back at once).  Every other byte is D's live configuration.
  */
+/*
+ * The config bytes a stock driver uses without a check, made safe: the
+ * device side is another machine.  virtio_blk's cache_type_show() BUG()s
+ * on a wce above 1 (an index into its table of cache modes).
+ */
+static void pcinet_vio_get_sane(const struct pcinet_vio_dev *dev,
+				unsigned int offset, u8 *b, unsigned int len)
+{
+	const unsigned int wce = offsetof(struct virtio_blk_config, wce);
+
+	if (dev->info.device_id == VIRTIO_ID_BLOCK && offset <= wce &&
+	    wce - offset < len)
+		b[wce - offset] = !!b[wce - offset];
+}
+
 static void pcinet_vio_get(struct virtio_device *vdev, unsigned int offset,
 			   void *buf, unsigned int len)
 {
@@ -583,6 +600,7 @@ static void pcinet_vio_get(struct virtio_device *vdev, unsigned int offset,
 		else
 			b[i] = READ_ONCE(dev->desc->config[at]);
 	}
+	pcinet_vio_get_sane(dev, offset, b, len);
 	spin_unlock_irqrestore(&dev->lock, flags);
 }
 
