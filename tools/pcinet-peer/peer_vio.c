@@ -63,21 +63,7 @@
 #define VIRTIO_S_FAILED		0x80u
 #define VIRTIO_ID_BLOCK		VIO_BLK_ID
 #define VIRTIO_ID_FS		26
-#define VF(bit)			(1ULL << (bit))
-#define F_VERSION_1		VF(32)
-#define F_INDIRECT_DESC		VF(28)
-#define F_EVENT_IDX		VF(29)
 #define F_RING			(F_VERSION_1 | F_INDIRECT_DESC | F_EVENT_IDX)
-#define BLK_F_SIZE_MAX		VF(1)
-#define BLK_F_SEG_MAX		VF(2)
-#define BLK_F_GEOMETRY		VF(4)
-#define BLK_F_RO		VF(5)
-#define BLK_F_BLK_SIZE		VF(6)
-#define BLK_F_FLUSH		VF(9)
-#define BLK_F_CONFIG_WCE	VF(11)
-#define BLK_F_TOPOLOGY		VF(10)
-#define BLK_F_DISCARD		VF(13)
-#define BLK_F_WRITE_ZEROES	VF(14)
 /* virtio_blk_config: wce at 32, the one byte a driver writes */
 #define BLK_CFG_WCE		32
 #define BLK_CFG_LEN		VIO_BLK_CFG_LEN
@@ -625,24 +611,11 @@ static int rings_stop(struct pv_dev *d)
 
 static void be_kill(struct pv_dev *d)
 {
-	int i;
-
 	vu_close(&d->dev);
 	d->running = 0;
 	d->feat_ok = false;
 	d->be = BE_DOWN;
-	if (d->pid <= 0)
-		return;
-	kill(d->pid, SIGTERM);
-	for (i = 0; i < 100; i++) {
-		if (waitpid(d->pid, NULL, WNOHANG) == d->pid)
-			break;
-		usleep(10000);
-	}
-	if (i == 100) {
-		kill(d->pid, SIGKILL);
-		waitpid(d->pid, NULL, 0);
-	}
+	vu_stop_backend(d->pid, 1000);
 	d->pid = -1;
 }
 

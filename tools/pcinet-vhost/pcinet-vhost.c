@@ -54,11 +54,6 @@
 #define S_NEEDS_RESET	0x40u
 #define S_FAILED	0x80u
 
-#define VF(bit)		(1ULL << (bit))
-#define F_VERSION_1	VF(32)
-#define F_INDIRECT_DESC	VF(28)
-#define F_EVENT_IDX	VF(29)
-
 #define VIO_FS_ID	26	/* virtio device ID of virtio-fs */
 #define FS_TAG_LEN	36	/* virtio_fs_config: tag[36], num_request_queues */
 #define FS_CFG_LEN	40
@@ -229,22 +224,9 @@ static int be_spawn(struct pv_dev *d)
 
 static void be_kill(struct pv_dev *d)
 {
-	int i;
-
 	vu_close(&d->vu);
 	d->running = false;
-	if (d->pid <= 0)
-		return;
-	kill(d->pid, SIGTERM);
-	for (i = 0; i < 200; i++) {
-		if (waitpid(d->pid, NULL, WNOHANG) == d->pid)
-			break;
-		usleep(10000);
-	}
-	if (i == 200) {
-		kill(d->pid, SIGKILL);
-		waitpid(d->pid, NULL, 0);
-	}
+	vu_stop_backend(d->pid, 2000);
 	d->pid = -1;
 }
 

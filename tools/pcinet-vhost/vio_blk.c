@@ -7,19 +7,6 @@
 
 #include "vio_blk.h"
 
-#define VF(bit)			(1ULL << (bit))
-#define F_VERSION_1		VF(32)
-#define F_INDIRECT_DESC		VF(28)
-#define F_EVENT_IDX		VF(29)
-#define BLK_F_SIZE_MAX		VF(1)
-#define BLK_F_SEG_MAX		VF(2)
-#define BLK_F_GEOMETRY		VF(4)
-#define BLK_F_RO		VF(5)
-#define BLK_F_BLK_SIZE		VF(6)
-#define BLK_F_FLUSH		VF(9)
-#define BLK_F_TOPOLOGY		VF(10)
-#define BLK_F_DISCARD		VF(13)
-#define BLK_F_WRITE_ZEROES	VF(14)
 /* virtio_blk_config: size_max at 8, seg_max at 12 */
 #define BLK_CFG_SIZE_MAX	8
 #define BLK_CFG_SEG_MAX		12

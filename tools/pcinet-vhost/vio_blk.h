@@ -11,6 +11,22 @@
 #include <stdint.h>
 
 #define VIO_BLK_ID		2	/* virtio device ID */
+
+/* virtio 1.x feature bits: the ring's (6) and the block device's (5.2.3) */
+#define VF(bit)			(1ULL << (bit))
+#define F_VERSION_1		VF(32)
+#define F_INDIRECT_DESC		VF(28)
+#define F_EVENT_IDX		VF(29)
+#define BLK_F_SIZE_MAX		VF(1)
+#define BLK_F_SEG_MAX		VF(2)
+#define BLK_F_GEOMETRY		VF(4)
+#define BLK_F_RO		VF(5)
+#define BLK_F_BLK_SIZE		VF(6)
+#define BLK_F_FLUSH		VF(9)
+#define BLK_F_TOPOLOGY		VF(10)
+#define BLK_F_CONFIG_WCE	VF(11)
+#define BLK_F_DISCARD		VF(13)
+#define BLK_F_WRITE_ZEROES	VF(14)
 /* virtio_blk_config as QEMU 7.2 has it (no zoned fields): 60 bytes */
 #define VIO_BLK_CFG_LEN		60
 

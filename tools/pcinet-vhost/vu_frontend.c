@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <linux/virtio_config.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include "vu_frontend.h"
 
@@ -590,4 +592,20 @@ int vu_stop_vring(struct vu_dev *d, unsigned int idx, unsigned int *base)
 	if (!err)
 		err = vu_get_vring_base(d, idx, base);
 	return err;
+}
+
+void vu_stop_backend(int pid, unsigned int timeout_ms)
+{
+	unsigned int i;
+
+	if (pid <= 0)
+		return;
+	kill(pid, SIGTERM);
+	for (i = 0; i < timeout_ms / 10; i++) {
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			return;
+		usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
 }

@@ -231,4 +231,13 @@ const char *vu_protocol_feature_name(unsigned int bit);
 /* Writes "NAME,NAME,..." for set bits; unknown bits as "bitN". */
 void vu_format_protocol_features(uint64_t pf, char *buf, size_t len);
 
+/**
+ * vu_stop_backend() - end a back end process the front end started
+ * @pid: its pid (nothing is done for <= 0)
+ * @timeout_ms: how long SIGTERM gets before SIGKILL
+ *
+ * Reaps it either way.
+ */
+void vu_stop_backend(int pid, unsigned int timeout_ms);
+
 #endif /* VU_FRONTEND_H */
