@@ -90,6 +90,11 @@ class PeerProcess:
                                     f'{timeout}s:\n' + self.log_tail())
             time.sleep(0.05)
 
+    def expect_alive(self):
+        """Fail the case, with the log's tail, if pcinet-peer died."""
+        h.expect(self.proc is not None and self.proc.poll() is None,
+                 'pcinet-peer died:\n' + self.log_tail())
+
     def signal(self, sig):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)

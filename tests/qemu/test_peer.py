@@ -662,8 +662,7 @@ def _(t):
         dt = tcp_to_peer(t, peer, 16)
         h.info('16 MiB guest->peer intact after the garbage (%.1f MiB/s)'
                % (16 / dt))
-        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
-                 + peer.log_tail())
+        peer.expect_alive()
         # nothing the garbage did keeps the module busy
         h.unload(t.a)
         peer.wait('down', 5)
@@ -761,8 +760,7 @@ def _(t):
         tty_all_bytes(t, peer)
         dt = tcp_to_peer(t, peer, 16)
         h.info('16 MiB guest->peer intact afterwards (%.1f MiB/s)' % (16 / dt))
-        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
-                 + peer.log_tail())
+        peer.expect_alive()
         h.unload(t.a)
         peer.wait('down', 5)
     finally:

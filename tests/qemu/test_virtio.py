@@ -143,8 +143,7 @@ def _(t):
         h.expect(back == pat, f'read back {back}, written {pat}')
         host = peer.image_sha(PAT_OFF_MIB, PAT_MIB)
         h.expect(host == pat, f'host image {host}, written {pat}')
-        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
-                 + peer.log_tail())
+        peer.expect_alive()
     finally:
         peer.close()
 
@@ -197,8 +196,7 @@ def _(t):
         pat = write_pattern(t, 2, 1, timeout=120)
         back = guest_sha(t, 2, 1)
         h.expect(back == pat, f'read back {back}, written {pat}')
-        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
-                 + peer.log_tail())
+        peer.expect_alive()
     finally:
         peer.close()
 
@@ -345,8 +343,7 @@ def _(t):
         fs_mount(t)
         t.a.run('grep -qx "after the restart" /mnt/later.txt')
         t.a.run('umount /mnt', timeout=20)
-        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
-                 + peer.log_tail())
+        peer.expect_alive()
     finally:
         peer.close()
 
@@ -389,8 +386,7 @@ def _(t):
         fs_mount(t)
         t.a.run('grep -qx "after the freeze" /mnt/after.txt')
         t.a.run('umount /mnt', timeout=20)
-        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
-                 + peer.log_tail())
+        peer.expect_alive()
     finally:
         peer.close()
 

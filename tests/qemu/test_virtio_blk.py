@@ -177,8 +177,7 @@ def _(t):
                  f'only in the image: {sorted(found - set(sums))[:5]}')
         bad = [p for p, s in sums.items() if sha_file(dump / p) != s]
         h.expect(not bad, f'{len(bad)} of {n} files differ: {bad[:5]}')
-        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
-                 + peer.log_tail())
+        peer.expect_alive()
     finally:
         peer.close()
 
@@ -274,8 +273,7 @@ def _(t):
         err = t.a.run('dmesg | grep -ciE "I/O error|blk_update_request|'
                       'critical .*error" || true').strip()
         h.expect(err == '0', f'{err} I/O error lines in dmesg')
-        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
-                 + peer.log_tail())
+        peer.expect_alive()
     finally:
         peer.close()
 

@@ -267,7 +267,7 @@ def _(t):
                     # withdrawal, took it
                     gone = vda_gone(t, GONE, 'while pcinet-peer is stopped')
                     time.sleep(max(0.0, 3.5 - (time.monotonic() - t0)))
-                    h.expect(peer.proc.poll() is None, 'pcinet-peer died')
+                    peer.expect_alive()
                 else:
                     rc = peer.stop()
                     h.expect(rc == 0, f'pcinet-peer exited {rc} on SIGTERM:\n'
@@ -315,8 +315,7 @@ def _(t):
         h.load(t.a)
         wait_vda(t, why=' after insmod')
         check_pattern(t, peer, pat, 'after rmmod and insmod')
-        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
-                 + peer.log_tail())
+        peer.expect_alive()
         h.unload(t.a, 5)
     finally:
         peer.close()
@@ -425,8 +424,7 @@ def _(t):
             pat = write_pattern(t, PAT_OFF, PAT_MIB)
             check_pattern(t, peer, pat, f'after scribbling {what}')
             h.info(f'{what}: /dev/vda working {back:.1f} s after')
-        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
-                 + peer.log_tail())
+        peer.expect_alive()
         h.unload(t.a, 10)
     finally:
         peer.close()
@@ -504,8 +502,7 @@ def _(t):
         h.expect(unplugs(t) > unplugs0, 'no unplug')
         wait_vda(t, why=' after the stale entry')
         check_pattern(t, peer, pat, 'after the stale entry')
-        h.expect(peer.proc.poll() is None, 'pcinet-peer died:\n'
-                 + peer.log_tail())
+        peer.expect_alive()
         h.unload(t.a, 10)
     finally:
         peer.close()
