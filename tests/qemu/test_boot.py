@@ -90,6 +90,36 @@ def _(t):
              'must=False did not give None')
 
 
+# One line of each kind of report a case must fail on, as the kernel prints
+# it: Debian's kernel's allocator checks (harness DEBIAN_CHECKS: SLUB and
+# KFENCE) and the debug kernel's checkers.
+REPORTS = [
+    'BUG skbuff_head_cache (Tainted: G           OE     ): Poison overwritten',
+    'FIX skbuff_head_cache: Restoring Poison 0xffff8880 -0xffff8881=0x6b',
+    'BUG: KFENCE: use-after-free write in pcinet_poll+0x1f0/0x4a0 [pcinet]',
+    'BUG: KASAN: slab-use-after-free in napi_skb_cache_get+0x8d/0x120',
+    'WARNING: CPU: 0 PID: 7 at net/core/dev.c:1 __napi_poll+0x1/0x2',
+    'kernel BUG at drivers/block/virtio_blk.c:1123!',
+    'unreferenced object 0xffff888004e4c000 (size 2048):',
+]
+
+
+@h.case('splat-detect', splat_ok=True)
+def _(t):
+    """Every kind of kernel report fails a case: written to the kernel log
+    (/dev/kmsg, error level: the console shows it), each is found by the
+    check the runner applies to every case's consoles."""
+    mark = t.a.console_mark()
+    for line in REPORTS:
+        t.a.run(f"echo '<3>{line}' >/dev/kmsg")
+    t.a.wait_until("dmesg | grep -q 'unreferenced object'", 10)
+    time.sleep(0.5)		# the console file lags the kernel log a little
+    found = '\n'.join(h.dmesg_check(t.a.console_since(mark)))
+    missed = [line for line in REPORTS if line.split(' (')[0] not in found]
+    h.expect(not missed, f'reports not detected: {missed}')
+    t.mark_dirty()		# the next case must not inherit the reports
+
+
 @h.case('tools')
 def _(t):
     vm = t.a
