@@ -146,10 +146,16 @@ def ratio_table(w, sec, ratio_head):
     w('')
 
 
+def labels_of(sec, name):
+    """A figure's label without its unit."""
+    return sec.get('labels', {}).get(name, name).rsplit(', ', 1)[0]
+
+
 def virtio_md(R, w):
     """The virtio section (bench/virtio_route.py) into w()."""
     sec = R.get('virtio') or {}
     fs = sec.get('fs') or {}
+    figs = sec.get('figures', {})
     w('## Virtio: the disk and the folder over pcinet against NBD and 9P over pcinet0, '
       'served from the host\n')
     if not sec.get('figures'):
@@ -193,6 +199,14 @@ def virtio_md(R, w):
       'TCP stack) per request; virtio one bounce copy into the window and a doorbell, the '
       'back end reading the window itself; QEMU\'s disk no copy in the board at all '
       '(QEMU reads the guest\'s pages). On hardware the ratios will differ.\n')
+    ref = []
+    for name in ('seq_read_mbs', 'seq_write_mbs', 'rand_read_iops', 'rand_write_iops'):
+        v, q = figs.get(f'vblk_peer.{name}'), figs.get(f'vblk_qemu.{name}')
+        if v and q and q['median']:
+            ref.append(f"{labels_of(sec, name)}: {v['median'] / q['median']:.2f}×")
+    if ref:
+        w('virtio-blk over pcinet against the reference (what a VM gets), medians: '
+          + '; '.join(ref) + '.\n')
     w('### The folder\n')
     if not fs.get('figures'):
         w('Not measured in this run (see the errors).\n')
@@ -228,6 +242,31 @@ def virtio_md(R, w):
       'operation through its FUSE or 9p client; the difference is the transport under '
       'it: virtio-fs one bounce copy into the window and a doorbell, 9P a TCP round trip '
       'through the board\'s TCP/IP stack, the net channel and pcinet-peer\'s TAP.\n')
+    ff = fs.get('figures', {})
+    missed = [n for n, r in fs.get('ratios', {}).items() if not r['met']]
+    for name in missed:
+        why = ''
+        job = name.rsplit('_', 1)[0]
+        cpu = [ff.get(f'{t}.{job}_board_s_per_gb') for t in ('vfs_peer', 'ninep_peer')]
+        mbs = [ff.get(f'{t}.{job}_mbs') for t in ('vfs_peer', 'ninep_peer')]
+        if all(cpu) and all(mbs):
+            busy = [c['median'] * m['median'] / 1000 for c, m in zip(cpu, mbs)]
+            irq = (ff.get(f'vfs_peer.{job}_irqs_per_io') or {}).get('median', 0)
+            bound = ('both are bound by the board\'s CPU per byte' if min(busy) >= 0.9
+                     else 'neither is quite bound by the board\'s CPU, but')
+            why = (f" The board's vCPU is busy about {busy[0]:.0%} of the time on virtio-fs "
+                   f"and {busy[1]:.0%} on 9P (board CPU s per GB × GB/s, rows above): {bound}, "
+                   f"and virtio-fs\'s buffered {job.split('_')[1]} costs "
+                   f"{cpu[0]['median']:.1f} s/GB against 9P's {cpu[1]['median']:.1f}: the "
+                   'board\'s FUSE path over the page cache ('
+                   + ('readahead split into several FUSE requests per MiB: '
+                      f'{irq:.1f} interrupts per 1 MiB; pages filled from the bounce '
+                      'pool, then copied to the user' if job == 'seq_read' else
+                      f'{irq:.1f} interrupts per 1 MiB')
+                   + ') rather than the transport, whose own costs are far lower (host '
+                   'CPU and interrupts per I/O, rows above). Not a transport limit; the '
+                   'board\'s FUSE path under TCG.')
+        w(f"Not met: {labels_of(fs, name)} ({fs['ratios'][name]['ratio']:.2f}×).{why}\n")
 
 
 def scale_md(R, w):
