@@ -104,8 +104,10 @@ bench-scale:
 bench-chassis:
 	$(TOP)/scripts/bench.sh --only chassis
 
-# virtio-blk over pcinet against NBD over pcinet0, both served from this
-# machine by pcinet-peer (one board guest): bench/results/virtio.{json,md}
+# virtio-blk over pcinet against NBD over pcinet0 (QEMU's own virtio-blk as
+# reference), virtio-fs over pcinet against 9P/TCP over pcinet0, served from
+# this machine by pcinet-peer (one board guest, ~15 min):
+# bench/results/virtio.{json,md}
 bench-virtio:
 	$(TOP)/scripts/bench.sh --only virtio
 

@@ -66,10 +66,13 @@ label, for both.  Progress goes to stdout.  Usage:
     python3 bench/bench.py --only chassis   (the chassis section alone, ~1.5 min:
                                        results/chassis.json and chassis.md)
     python3 bench/bench.py --only virtio    (virtio-blk over pcinet against NBD
-                                       over pcinet0, both served from this
-                                       machine by pcinet-peer, ~5 min; not in
-                                       the full run: results/virtio.json and
-                                       virtio.md; bench/virtio_route.py)
+                                       over pcinet0 with QEMU's own virtio-blk
+                                       as reference, virtio-fs over pcinet
+                                       against 9P/TCP over pcinet0, all served
+                                       from this machine by pcinet-peer,
+                                       ~15 min; not in the full run:
+                                       results/virtio.json and virtio.md;
+                                       bench/virtio_route.py)
 
 Environment: BENCH_REPS, BENCH_SECS, BENCH_STORAGE_SECS, BENCH_META_FILES
 (defaults for the options); those of
@@ -1445,8 +1448,9 @@ def chassis_main(args, meta, out):
 
 
 def virtio_main(args, meta, out):
-    """bench.py --only virtio: the virtio disk over pcinet against NBD over
-    pcinet0, both served by this machine (bench/virtio_route.py)."""
+    """bench.py --only virtio: the virtio disk and folder over pcinet
+    against NBD and 9P over pcinet0, served by this machine, and QEMU's
+    own virtio-blk disk (bench/virtio_route.py)."""
     import virtio_route as VR
     sec = {'figures': {}, 'ratios': {}, 'runs': [], 'errors': ['interrupted'],
            'splats': [], 'guest': {}}
@@ -1457,10 +1461,12 @@ def virtio_main(args, meta, out):
     meta['load_end'] = ', '.join(f'{x:.2f}' for x in os.getloadavg())
     meta['run_time_min'] = (time.monotonic() - T0) / 60
     write_section(out, meta, 'virtio', sec)
-    for name, r in sec['ratios'].items():
-        progress(f"  virtio / NBD {name}: {r['ratio']:.2f} (target "
-                 f"{'>=' if r['how'] == 'min' else '<='} {r['goal']}: "
-                 f"{'met' if r['met'] else 'not met'})")
+    for what, ratios in (('virtio / NBD', sec['ratios']),
+                         ('virtio-fs / 9P', sec.get('fs', {}).get('ratios', {}))):
+        for name, r in ratios.items():
+            progress(f"  {what} {name}: {r['ratio']:.2f} (target "
+                     f"{'>=' if r['how'] == 'min' else '<='} {r['goal']}: "
+                     f"{'met' if r['met'] else 'not met'})")
     progress(f"done in {meta['run_time_min']:.1f} min: {out / 'virtio.md'}"
              + (f"; {len(sec['errors'])} errors" if sec['errors'] else ''))
     return 1 if sec['errors'] or sec['splats'] else 0

@@ -125,40 +125,13 @@ def storage_md(R, w):
     w('')
 
 
-def virtio_md(R, w):
-    """The virtio section (bench/virtio_route.py) into w()."""
-    sec = R.get('virtio') or {}
+def ratio_table(w, sec, ratio_head):
+    """A table of sec's figures per target (its labels' order), the ratio
+    of the first target to the second and the issue's target."""
     figs, ratios = sec.get('figures', {}), sec.get('ratios', {})
-    w('## Virtio: the disk over pcinet against NBD over pcinet0, served from the host\n')
-    if not figs:
-        w('Not measured in this run (`python3 bench/bench.py --only virtio`).\n')
-        return
-    g = sec.get('guest', {})
-    w(f"One board (QEMU, TCG, {g.get('vcpus', '?')} vCPU, {g.get('mem_kib', 0) // 1024} MiB) "
-      'on a fabric `-m 64M -V 8M -n 4`; the other side of the link is `pcinet-peer --blk` on '
-      'this machine (its TAP in a network namespace). **virtio-blk over pcinet**: the stock '
-      '`virtio_blk` on pcinet\'s virtio transport, served by the `qemu-storage-daemon` '
-      '(vhost-user-blk export) pcinet-peer starts, on the fabric\'s memory. **NBD over '
-      f"pcinet0**: `nbd-client -b 4096` on the board (one connection, MTU {sec.get('mtu')}) "
-      'to a second `qemu-storage-daemon` (NBD export) listening on pcinet-peer\'s TAP. Both '
-      f"daemons: the file driver with its defaults, a {sec.get('mib')} MiB image of the same "
-      'random bytes each (each takes its image\'s lock), in the same directory, in this '
-      'machine\'s page cache: the transport is the only difference.\n')
-    w(f"- plan: {sec.get('plan', '')}. Figures: median (min–max) of the repetitions.")
-    w(f"- fio ({g.get('fio', sec.get('fio', ''))}), {sec.get('qsd', '')}; /dev/vda queue "
-      f"(nr_tags, max_sectors_kb, max_segments): {sec.get('vda_queue', '?')}.")
-    w('- board CPU: busy seconds from /proc/stat per GB over a window inside each '
-      'sequential run; host CPU: utime+stime of the serving processes (virtio: pcinet-peer '
-      'and its daemon; NBD: pcinet-peer, which moves the TAP\'s frames, and the NBD daemon) '
-      'over the whole run, per GB at fio\'s mean rate over runtime + ramp (QEMU\'s own '
-      'threads are in neither).')
-    w('- interrupts per I/O: the board\'s pcinet vectors in /proc/interrupts over the CPU '
-      'window, divided by fio\'s I/Os in it (the doorbells the host rang); doorbells per '
-      'I/O: the net channel\'s doorbells the board rang (ethtool -S), NBD only: the virtio '
-      'transport\'s kicks have no counter.\n')
     cols = list(sec.get('targets', {}))
     w('| figure | ' + ' | '.join(sec['targets'][t] for t in cols)
-      + ' | virtio / NBD | target |')
+      + f' | {ratio_head} | target |')
     w('|---|' + '---|' * (len(cols) + 2))
     labels = sec.get('labels', {})
     for name in labels:
@@ -171,12 +144,129 @@ def virtio_md(R, w):
                 f"**{'met' if r['met'] else 'not met'}**" if r else '')
         w(f'| {labels[name]} | ' + ' | '.join(cells) + f' | {rc} | {goal} |')
     w('')
+
+
+def labels_of(sec, name):
+    """A figure's label without its unit."""
+    return sec.get('labels', {}).get(name, name).rsplit(', ', 1)[0]
+
+
+def virtio_md(R, w):
+    """The virtio section (bench/virtio_route.py) into w()."""
+    sec = R.get('virtio') or {}
+    fs = sec.get('fs') or {}
+    figs = sec.get('figures', {})
+    w('## Virtio: the disk and the folder over pcinet against NBD and 9P over pcinet0, '
+      'served from the host\n')
+    if not sec.get('figures'):
+        w('Not measured in this run (`python3 bench/bench.py --only virtio`).\n')
+        return
+    g = sec.get('guest', {})
+    w(f"One board (QEMU, TCG, {g.get('vcpus', '?')} vCPU, {g.get('mem_kib', 0) // 1024} MiB) "
+      'on a fabric `-m 64M -V 8M -n 4`; the other side of the link is `pcinet-peer --blk '
+      '--fs` on this machine (its TAP in a network namespace). All the routes are measured '
+      'in the same run, interleaved job by job.\n')
+    w('### The disk\n')
+    w('**virtio-blk over pcinet**: the stock `virtio_blk` on pcinet\'s virtio transport, '
+      'served by the `qemu-storage-daemon` (vhost-user-blk export) pcinet-peer starts, on '
+      'the fabric\'s memory. **NBD over pcinet0**: `nbd-client -b 4096` on the board (one '
+      f"connection, MTU {sec.get('mtu')}) to a second `qemu-storage-daemon` (NBD export) "
+      'listening on pcinet-peer\'s TAP. **Reference**: the board\'s own QEMU '
+      '`virtio-blk-pci` disk (`cache=writeback,aio=threads`, as the storage section\'s), '
+      'what a VM gets. The three: the file driver, a '
+      f"{sec.get('mib')} MiB image of the same random bytes each, in the same directory, "
+      'in this machine\'s page cache: the transport is the only difference.\n')
+    w(f"- plan: {sec.get('plan', '')}. Figures: median (min–max) of the repetitions.")
+    w(f"- fio ({g.get('fio', sec.get('fio', ''))}), {sec.get('qsd', '')}; the board\'s "
+      f"disks {sec.get('devices', {})}; the pcinet disk's queue "
+      f"(nr_tags, max_sectors_kb, max_segments): {sec.get('vda_queue', '?')}.")
+    w('- board CPU: busy seconds from /proc/stat per GB over a window inside each '
+      'sequential run; host CPU: utime+stime of the serving processes (virtio: pcinet-peer '
+      'and its daemon; NBD: pcinet-peer, which moves the TAP\'s frames, and the NBD daemon) '
+      'over the whole run, per GB at fio\'s mean rate over runtime + ramp (QEMU\'s own '
+      'threads are in neither; none for the reference, whose QEMU process is the board\'s '
+      'vCPU too).')
+    w('- interrupts per I/O: the board\'s pcinet vectors in /proc/interrupts over the CPU '
+      'window, divided by fio\'s I/Os in it (the doorbells the host rang; the reference: '
+      'its virtio-pci request vectors); doorbells per I/O: the net channel\'s doorbells '
+      'the board rang (ethtool -S), NBD and 9P only: the virtio transport\'s kicks have '
+      'no counter.\n')
+    ratio_table(w, sec, 'virtio / NBD')
     w('Targets (issue 10): virtio ≥ 1.5× NBD in MB/s and IOPS, ≤ 0.7× its iodepth-1 '
-      'latency. Under TCG the board\'s vCPU is the bottleneck of both routes, so the '
+      'latency. Under TCG the board\'s vCPU is the bottleneck of every route, so the '
       'ratios follow the board\'s CPU per byte (rows above): NBD pays the board\'s '
       'TCP/IP stack, the net channel\'s copy and pcinet-peer\'s TAP (and this machine\'s '
       'TCP stack) per request; virtio one bounce copy into the window and a doorbell, the '
-      'back end reading the window itself. On hardware the ratios will differ.\n')
+      'back end reading the window itself; QEMU\'s disk no copy in the board at all '
+      '(QEMU reads the guest\'s pages). On hardware the ratios will differ.\n')
+    ref = []
+    for name in ('seq_read_mbs', 'seq_write_mbs', 'rand_read_iops', 'rand_write_iops'):
+        v, q = figs.get(f'vblk_peer.{name}'), figs.get(f'vblk_qemu.{name}')
+        if v and q and q['median']:
+            ref.append(f"{labels_of(sec, name)}: {v['median'] / q['median']:.2f}×")
+    if ref:
+        w('virtio-blk over pcinet against the reference (what a VM gets), medians: '
+          + '; '.join(ref) + '.\n')
+    w('### The folder\n')
+    if not fs.get('figures'):
+        w('Not measured in this run (see the errors).\n')
+        return
+    w('**virtio-fs over pcinet**: the stock `virtiofs` on pcinet\'s virtio transport, '
+      'served by the `virtiofsd` pcinet-peer starts (its defaults: cache=auto, no '
+      'writeback cache). **9P over pcinet0**: the kernel\'s 9p client '
+      '(`trans=tcp,version=9p2000.L`, its default cache=none) to `diod` listening on '
+      'pcinet-peer\'s TAP. Each exports a directory under /tmp on this machine with the '
+      f"same files (fio\'s {fs.get('mib')} MiB file of random bytes, the tree\'s tar).\n")
+    w(f"- plan: {fs.get('plan', '')}. Figures: median (min–max) of the repetitions.")
+    w(f"- mounts: {'; '.join(f'`{m}`' for m in sec.get('fs_mounts', []))}; "
+      f"{sec.get('fs_versions', '')}.")
+    w('- fio: buffered I/O on both (virtiofsd offers no O_DIRECT by default), '
+      '`--invalidate=1` and the board\'s `drop_caches` before each run, each run one '
+      'pass over the file at most (`--size`, the random jobs with fio\'s random map, '
+      '`--runtime` a cap): no byte is read twice, so no read comes from the board\'s page '
+      'cache; writes go through to the server at once on both (no writeback cache). '
+      'io_uring punts buffered writes of one file to one worker: the write jobs run at '
+      'an effective iodepth of 1 on both routes.')
+    w(f"- tar: the tree ({sec.get('tree', '')}) extracted with busybox tar from the "
+      'board\'s tmpfs into the mount, then `sync`. Metadata loop: a busybox shell loop, '
+      f"create (`: >f$i`) {fs.get('meta_files', 0):,} empty files then `sync`, stat "
+      '(`[ -e f$i ]`) each, unlink them all (one `rm -f f*`, its readdir included) then '
+      '`sync`; the board\'s caches dropped (not timed) before each phase, so each stat '
+      'asks the server.')
+    w('- board CPU: busy seconds from /proc/stat per GB from fio\'s exec_prerun to its '
+      'exec_postrun; host CPU: utime+stime of pcinet-peer and virtiofsd, or pcinet-peer '
+      'and diod, over the whole run, per GB moved; per I/O: as for the disk.\n')
+    ratio_table(w, fs, 'virtio-fs / 9P')
+    w('Targets (issue 10): virtio-fs ≥ 1.5× 9P in MB/s and IOPS; tar and the metadata '
+      'phases: a lower time (ratio ≤ 1). Both routes cost the board one request per '
+      'operation through its FUSE or 9p client; the difference is the transport under '
+      'it: virtio-fs one bounce copy into the window and a doorbell, 9P a TCP round trip '
+      'through the board\'s TCP/IP stack, the net channel and pcinet-peer\'s TAP.\n')
+    ff = fs.get('figures', {})
+    missed = [n for n, r in fs.get('ratios', {}).items() if not r['met']]
+    for name in missed:
+        why = ''
+        job = name.rsplit('_', 1)[0]
+        cpu = [ff.get(f'{t}.{job}_board_s_per_gb') for t in ('vfs_peer', 'ninep_peer')]
+        mbs = [ff.get(f'{t}.{job}_mbs') for t in ('vfs_peer', 'ninep_peer')]
+        if all(cpu) and all(mbs):
+            busy = [c['median'] * m['median'] / 1000 for c, m in zip(cpu, mbs)]
+            irq = (ff.get(f'vfs_peer.{job}_irqs_per_io') or {}).get('median', 0)
+            bound = ('both are bound by the board\'s CPU per byte' if min(busy) >= 0.9
+                     else 'neither is quite bound by the board\'s CPU, but')
+            why = (f" The board's vCPU is busy about {busy[0]:.0%} of the time on virtio-fs "
+                   f"and {busy[1]:.0%} on 9P (board CPU s per GB × GB/s, rows above): {bound}, "
+                   f"and virtio-fs\'s buffered {job.split('_')[1]} costs "
+                   f"{cpu[0]['median']:.1f} s/GB against 9P's {cpu[1]['median']:.1f}: the "
+                   'board\'s FUSE path over the page cache ('
+                   + ('readahead split into several FUSE requests per MiB: '
+                      f'{irq:.1f} interrupts per 1 MiB; pages filled from the bounce '
+                      'pool, then copied to the user' if job == 'seq_read' else
+                      f'{irq:.1f} interrupts per 1 MiB')
+                   + ') rather than the transport, whose own costs are far lower (host '
+                   'CPU and interrupts per I/O, rows above). Not a transport limit; the '
+                   'board\'s FUSE path under TCG.')
+        w(f"Not met: {labels_of(fs, name)} ({fs['ratios'][name]['ratio']:.2f}×).{why}\n")
 
 
 def scale_md(R, w):
