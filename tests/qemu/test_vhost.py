@@ -54,6 +54,15 @@ Cases:
                   meanwhile (replaced under the same offer), insmod:
                   back; then
                   1 MiB written and read back equal on b and in a's image
+  vhost-hotplug   pcinet-vhost --config FILE, one disk: under a loop of
+                  direct 1 MiB writes read back and compared on b's
+                  /dev/vda, a second disk added to FILE + SIGHUP: /dev/vdb
+                  on b, 4 MiB written there equal on b and in a's image;
+                  the loop saw no error, blk0 untouched (no log line),
+                  /dev/vda's data intact; the first disk taken out of FILE
+                  + SIGHUP: /dev/vda gone within 2 s, the same loop on
+                  /dev/vdb without an error; a folder added: mountable,
+                  a file of a's read equal on b
 """
 
 import os
@@ -120,12 +129,13 @@ def need_vhost(t):
         h.skip('qemu-storage-daemon not in the initramfs')
 
 
-def vhost_start(t, args, wait='offered'):
+def vhost_start(t, args, wait='offered', env=''):
     """pcinet-vhost on a in the background (its log in LOG, its exit
-    status into /tmp/pcinet-vhost.rc); waits for its log line `wait`."""
+    status into /tmp/pcinet-vhost.rc), env (VAR=value ...) in its
+    environment; waits for its log line `wait`."""
     mark = int(t.a.run(f'[ -f {LOG} ] && wc -c <{LOG} || echo 0').strip())
     t.a.run('rm -f /tmp/pcinet-vhost.rc; '
-            f'(pcinet-vhost --link pcinet0 {args}; echo $? '
+            f'({env} pcinet-vhost --link pcinet0 {args}; echo $? '
             f'>/tmp/pcinet-vhost.rc) </dev/null >>{LOG} 2>&1 &')
     t.a.wait_until(f'tail -c +{mark + 1} {LOG} | grep -q ": {wait}"', 30,
                    what=f'pcinet-vhost: "{wait}"', show=f'cat {LOG}')
@@ -154,47 +164,62 @@ def vhost_cleanup(t):
         h.info('a: ' + line)
 
 
-def wait_vda(t, timeout=60):
-    took = t.b.wait_until('[ -b /dev/vda ]', timeout, what='/dev/vda on b',
+def wait_vda(t, timeout=60, dev='vda'):
+    """b's /dev/<dev> (default vda) there within timeout, of the image's
+    size; the seconds it took."""
+    took = t.b.wait_until(f'[ -b /dev/{dev} ]', timeout,
+                          what=f'/dev/{dev} on b',
                           show='ls /sys/bus/virtio/devices/ /sys/block; '
                           'dmesg | grep -iE "pcinet|virtio" | tail -n 15')
-    h.info(f'/dev/vda on b after {took:.1f} s')
-    size = int(t.b.run('cat /sys/block/vda/size').strip())
+    h.info(f'/dev/{dev} on b after {took:.1f} s')
+    size = int(t.b.run(f'cat /sys/block/{dev}/size').strip())
     h.expect(size == IMG_MIB << 11,
-             f'/dev/vda has {size} sectors, the image {IMG_MIB << 11}')
+             f'/dev/{dev} has {size} sectors, the image {IMG_MIB << 11}')
+    return took
 
 
-def b_write(t, off_mib, mib, timeout):
-    """mib MiB of random bytes written to b's /dev/vda (fsync); sha256."""
+def b_write(t, off_mib, mib, timeout, dev='vda'):
+    """mib MiB of random bytes written to b's /dev/<dev> (fsync); sha256."""
     pat = t.b.run(f'dd if=/dev/urandom of=/tmp/pat bs=1M count={mib} '
                   '2>/dev/null && sha256sum /tmp/pat').split()[0]
-    t.b.run(f'dd if=/tmp/pat of=/dev/vda bs=1M seek={off_mib} '
+    t.b.run(f'dd if=/tmp/pat of=/dev/{dev} bs=1M seek={off_mib} '
             'conv=fsync 2>&1', timeout=timeout)
     return pat
 
 
-def b_sha(t, off_mib, mib):
-    """sha256 of b's /dev/vda bytes, read past the page cache."""
+def b_sha(t, off_mib, mib, dev='vda'):
+    """sha256 of b's /dev/<dev> bytes, read past the page cache."""
     return t.b.run('sync; echo 3 >/proc/sys/vm/drop_caches; '
-                   f'dd if=/dev/vda bs=1M skip={off_mib} count={mib} '
+                   f'dd if=/dev/{dev} bs=1M skip={off_mib} count={mib} '
                    '2>/dev/null | sha256sum', timeout=600).split()[0]
 
 
-def a_sha(t, off_mib, mib):
-    """sha256 of a's image file at the same place."""
-    return t.a.run(f'dd if={IMG} bs=1M skip={off_mib} count={mib} '
+def a_sha(t, off_mib, mib, img=IMG):
+    """sha256 of a's image file (default IMG) at the same place."""
+    return t.a.run(f'dd if={img} bs=1M skip={off_mib} count={mib} '
                    '2>/dev/null | sha256sum', timeout=120).split()[0]
 
 
-def blk_started(t):
-    """Both sides loaded, the image on a's tmpfs, pcinet-vhost --blk
-    offering it, /dev/vda on b."""
+def started(t, args=f'--blk {IMG}', prep='', wait='offered', env='',
+            board=True):
+    """The stage-3 start: a (and b unless board=False) loaded,
+    /dev/pcinet-vhost0 on a, a fresh IMG (and no LOG) on a's tmpfs, the
+    shell commands prep run on a, pcinet-vhost started with args and env
+    (vhost_start(), waiting for `wait`).  Returns prep's output."""
     need_vhost(t)
     h.load(t.a)
-    h.load(t.b)
+    if board:
+        h.load(t.b)
     t.a.wait_until('[ -c /dev/pcinet-vhost0 ]', 5, what='/dev/pcinet-vhost0')
-    t.a.run(f'rm -f {IMG} {LOG}; truncate -s {IMG_MIB}M {IMG}')
-    vhost_start(t, f'--blk {IMG}')
+    out = t.a.run(f'rm -f {IMG} {LOG}; truncate -s {IMG_MIB}M {IMG}'
+                  + (f'; {prep}' if prep else ''))
+    vhost_start(t, args, wait=wait, env=env)
+    return out
+
+
+def blk_started(t):
+    """started() with pcinet-vhost --blk IMG, then /dev/vda on b."""
+    started(t)
     wait_vda(t)
 
 
@@ -221,34 +246,41 @@ def _(t):
         vhost_cleanup(t)
 
 
+def need_virtiofsd(t):
+    rc, _ = t.a.sh('[ -x /usr/lib/qemu/virtiofsd ]')
+    if rc:
+        h.skip('virtiofsd not in the initramfs')
+
+
+# a's /tmp/share with 1 MiB of random bytes in from-a; its sha256 printed
+SHARE_PREP = ('rm -rf /tmp/share; mkdir /tmp/share; '
+              'dd if=/dev/urandom of=/tmp/share/from-a bs=1M count=1 '
+              '2>/dev/null; sha256sum /tmp/share/from-a')
+
+
+def b_mount_share(t, a_pat):
+    """A virtio-fs device on b, `mount -t virtiofs share /mnt`, a's from-a
+    read there equal to a_pat."""
+    took = t.b.wait_until('grep -q 0x001a /sys/bus/virtio/devices/*/device',
+                          30, what='a virtio-fs device on b',
+                          show='cat /sys/bus/virtio/devices/*/device; '
+                          'dmesg | tail -n 15')
+    h.info(f'virtio-fs device on b after {took:.1f} s')
+    t.b.run('mkdir -p /mnt && mount -t virtiofs share /mnt', timeout=30)
+    got = t.b.run('sha256sum /mnt/from-a', timeout=60).split()[0]
+    h.expect(got == a_pat, f'b reads {got}, a wrote {a_pat}')
+
+
 @h.case('vhost-fs', fresh=True)
 def _(t):
     """virtio-fs beside virtio-blk: files cross both ways intact."""
     need_vhost(t)
-    rc, _ = t.a.sh('[ -x /usr/lib/qemu/virtiofsd ]')
-    if rc:
-        h.skip('virtiofsd not in the initramfs')
+    need_virtiofsd(t)
     try:
-        h.load(t.a)
-        h.load(t.b)
-        t.a.wait_until('[ -c /dev/pcinet-vhost0 ]', 5,
-                       what='/dev/pcinet-vhost0')
-        a_pat = t.a.run(f'rm -rf {IMG} {LOG} /tmp/share; mkdir /tmp/share; '
-                        f'truncate -s {IMG_MIB}M {IMG}; '
-                        'dd if=/dev/urandom of=/tmp/share/from-a bs=1M '
-                        'count=1 2>/dev/null; sha256sum /tmp/share/from-a'
-                        ).split()[0]
-        vhost_start(t, f'--blk {IMG} --fs /tmp/share:share',
-                    wait='fs0: offered')
+        a_pat = started(t, f'--blk {IMG} --fs /tmp/share:share',
+                        prep=SHARE_PREP, wait='fs0: offered').split()[0]
         wait_vda(t)
-        took = t.b.wait_until('grep -q 0x001a /sys/bus/virtio/devices/*/device',
-                              30, what='a virtio-fs device on b',
-                              show='cat /sys/bus/virtio/devices/*/device; '
-                              'dmesg | tail -n 15')
-        h.info(f'virtio-fs device on b after {took:.1f} s')
-        t.b.run('mkdir -p /mnt && mount -t virtiofs share /mnt', timeout=30)
-        got = t.b.run('sha256sum /mnt/from-a', timeout=60).split()[0]
-        h.expect(got == a_pat, f'b reads {got}, a wrote {a_pat}')
+        b_mount_share(t, a_pat)
         b_pat = t.b.run('dd if=/dev/urandom of=/tmp/from-b bs=1M count=1 '
                         '2>/dev/null && cp /tmp/from-b /mnt/from-b && sync '
                         '&& sha256sum /tmp/from-b', timeout=60).split()[0]
@@ -304,19 +336,10 @@ def _(t):
     """Withdrawn while b's virtio_blk probe waits for its first read:
     the probe ends (the transport aborts the read), /dev/vda goes, rmmod
     on b returns; started again: back."""
-    need_vhost(t)
     try:
-        h.load(t.a)
-        t.a.wait_until('[ -c /dev/pcinet-vhost0 ]', 5,
-                       what='/dev/pcinet-vhost0')
-        t.a.run(f'rm -f {IMG} {LOG}; truncate -s {IMG_MIB}M {IMG}; '
-                "cat >/tmp/qsd-slow <<'EOS'\n" + SLOW_QSD + 'EOS\n'
-                'chmod 755 /tmp/qsd-slow')
-        t.a.run('export PCINET_QSD=/tmp/qsd-slow; ' +
-                f'(pcinet-vhost --link pcinet0 --blk {IMG}; echo $? '
-                f'>/tmp/pcinet-vhost.rc) </dev/null >>{LOG} 2>&1 &')
-        t.a.wait_until(f'grep -q ": offered" {LOG}', 30, what='offered',
-                       show=f'cat {LOG}')
+        started(t, prep="cat >/tmp/qsd-slow <<'EOS'\n" + SLOW_QSD + 'EOS\n'
+                'chmod 755 /tmp/qsd-slow', env='PCINET_QSD=/tmp/qsd-slow',
+                board=False)
         h.load(t.b)
         t.a.wait_until(f'grep -q ": running" {LOG}', 30, what='running',
                        show=f'cat {LOG}')
@@ -427,6 +450,147 @@ def _(t):
         h.expect(back == pat, f'after the cycles: {back}, written {pat}')
         img = a_sha(t, 1, 1)
         h.expect(img == pat, f"a's image {img}, written {pat}")
+        rc = vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+        h.unload(t.a, 10)
+        h.unload(t.b, 10)
+    finally:
+        vhost_cleanup(t)
+
+CFG = '/tmp/pcinet-vhost.conf'
+IMG2 = '/tmp/board2.img'
+
+
+def verify_loop(t, dev):
+    """On b, in the background: rounds of 1 MiB of random bytes written
+    to /dev/<dev> at 16 MiB (direct) and read back (direct), compared by
+    sha256; a line ok or err per round in /tmp/vl-<dev>.log, `done` when
+    verify_stop() ends it."""
+    log = f'/tmp/vl-{dev}.log'
+    t.b.run(f'rm -f {log} /tmp/vl-{dev}.stop; dd if=/dev/urandom '
+            f'of=/tmp/vl-{dev}.pat bs=64k count=16 2>/dev/null')
+    t.b.run(f'(s=$(sha256sum </tmp/vl-{dev}.pat); '
+            f'while [ ! -e /tmp/vl-{dev}.stop ]; do '
+            f'if dd if=/tmp/vl-{dev}.pat of=/dev/{dev} bs=64k seek=256 '
+            'oflag=direct conv=notrunc 2>/dev/null && '
+            f'[ "$(dd if=/dev/{dev} bs=64k skip=256 count=16 iflag=direct '
+            '2>/dev/null | sha256sum)" = "$s" ]; '
+            f'then echo ok; else echo err; fi; done >>{log} 2>&1; '
+            f'echo done >>{log}) </dev/null >/dev/null 2>&1 &')
+
+
+def verify_oks(t, dev):
+    return int(t.b.run(f'grep -c ok /tmp/vl-{dev}.log || true').strip()
+               or 0)
+
+
+def verify_stop(t, dev):
+    """The loop ended; (ok, err) rounds."""
+    log = f'/tmp/vl-{dev}.log'
+    t.b.run(f'touch /tmp/vl-{dev}.stop')
+    t.b.wait_until(f'grep -q done {log}', 60, what=f'the loop on {dev} ends',
+                   show=f'tail -n 3 {log}')
+    ok, err = (int(x) for x in t.b.run(
+        f'echo $(grep -c ok {log}) $(grep -c err {log})').split())
+    return ok, err
+
+
+def reload(t, lines, wait=True):
+    """CFG on a rewritten with lines, SIGHUP to pcinet-vhost, its log
+    line that it read CFG waited for (reload_done()) unless wait=False;
+    the LOG offset before it."""
+    mark = int(t.a.run(f'wc -c <{LOG}').strip())
+    body = ''.join(f'{x}\n' for x in lines)
+    t.a.run(f"cat >{CFG} <<'EOC'\n{body}EOC\n"
+            'kill -HUP $(pidof pcinet-vhost)')
+    if wait:
+        reload_done(t, mark)
+    return mark
+
+
+def reload_done(t, mark):
+    t.a.wait_until(f'tail -c +{mark + 1} {LOG} | grep -q "{CFG} read"', 30,
+                   what='pcinet-vhost reads the file again',
+                   show=f'tail -n 10 {LOG}')
+
+
+# Two disks and a folder: 4 + 4 + 2 MiB of pools each way, more than an
+# 8 MiB virtio region holds (the second disk would wait for room).
+@h.case('vhost-hotplug', fresh=True, topology={'fabric_size': '128M',
+                                                'fabric_vio': '16M'})
+def _(t):
+    """pcinet-vhost --config: a disk added under I/O on the first, the
+    first removed under I/O on the second, a folder added; nothing else
+    disturbed."""
+    need_vhost(t)
+    need_virtiofsd(t)
+    try:
+        a_pat = started(t, f'--config {CFG}', prep=(
+            f'rm -f {IMG2}; truncate -s {IMG_MIB}M {IMG2}; '
+            f'printf "# one disk\\nblk {IMG}\\n" >{CFG}; ' + SHARE_PREP)
+            ).split()[0]
+        wait_vda(t)
+        pat = b_write(t, 1, 1, timeout=120)
+        verify_loop(t, 'vda')
+        t.b.wait_until('grep -q ok /tmp/vl-vda.log', 30,
+                       what='the loop on vda runs',
+                       show='tail -n 3 /tmp/vl-vda.log')
+
+        # a second disk, under I/O on the first
+        n0 = verify_oks(t, 'vda')
+        mark = reload(t, ['# two disks', f'blk {IMG}', f'blk {IMG2}'],
+                      wait=False)
+        took = wait_vda(t, 30, dev='vdb')
+        h.info(f'/dev/vdb on b {took:.1f} s after SIGHUP')
+        reload_done(t, mark)
+        pat2 = b_write(t, 4, 4, timeout=300, dev='vdb')
+        back = b_sha(t, 4, 4, dev='vdb')
+        h.expect(back == pat2, f'vdb read back {back}, written {pat2}')
+        img = a_sha(t, 4, 4, img=IMG2)
+        h.expect(img == pat2, f"a's second image {img}, written {pat2}")
+        n1 = verify_oks(t, 'vda')
+        ok, err = verify_stop(t, 'vda')
+        h.info(f'vda loop while vdb came: {n1 - n0} rounds ok; '
+               f'in all {ok} ok, {err} failed')
+        h.expect(n1 > n0, 'no round of the loop on vda while vdb came')
+        h.expect(err == 0, f'{err} rounds failed on vda')
+        _, out = t.a.sh(f'tail -c +{mark + 1} {LOG} | grep "blk0:"')
+        h.expect(not out.strip(), f'blk0 touched by the reload: {out}')
+        back = b_sha(t, 1, 1)
+        h.expect(back == pat, f'vda after the reload: {back}, written {pat}')
+
+        # the first disk removed, under I/O on the second
+        verify_loop(t, 'vdb')
+        t.b.wait_until('grep -q ok /tmp/vl-vdb.log', 30,
+                       what='the loop on vdb runs',
+                       show='tail -n 3 /tmp/vl-vdb.log')
+        # timed from the return of the kill on a
+        mark = reload(t, ['# the second disk only', f'blk {IMG2}'],
+                      wait=False)
+        took = t.b.wait_until('! [ -b /dev/vda ]', 2,
+                              what='/dev/vda gone after SIGHUP',
+                              show='ls /sys/block; dmesg | tail -n 10')
+        h.info(f'/dev/vda gone from b {took:.2f} s after SIGHUP')
+        reload_done(t, mark)
+        n0 = verify_oks(t, 'vdb')
+        t.b.wait_until(f'[ $(grep -c ok /tmp/vl-vdb.log) -gt {n0} ]', 30,
+                       what='a round on vdb after vda went',
+                       show='tail -n 3 /tmp/vl-vdb.log')
+        ok, err = verify_stop(t, 'vdb')
+        h.info(f'vdb loop across the removal: {ok} ok, {err} failed')
+        h.expect(err == 0, f'{err} rounds failed on vdb')
+        _, out = t.a.sh(f'tail -c +{mark + 1} {LOG} | grep "blk1:"')
+        h.expect(not out.strip(), f'blk1 touched by the reload: {out}')
+        back = b_sha(t, 4, 4, dev='vdb')
+        h.expect(back == pat2, f'vdb after the removal: {back}, was {pat2}')
+        rc, _ = t.a.sh('[ $(pidof qemu-storage-daemon | wc -w) -eq 1 ]')
+        h.expect(rc == 0, "the first disk's back end still runs on a")
+
+        # a folder added
+        reload(t, ['# the second disk and a folder', f'blk {IMG2}',
+                   'fs /tmp/share share'])
+        b_mount_share(t, a_pat)
+        t.b.run('umount /mnt', timeout=30)
         rc = vhost_stop(t)
         h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
         h.unload(t.a, 10)

@@ -3,8 +3,12 @@
  * pcinet-vhost - the host's vhost-user front end for pcinet's virtio
  * channel (docs/design.md, "pcinet-vhost").
  *
- *   pcinet-vhost --link pcinet0 --blk IMAGE [--blk IMAGE...] [--fs DIR:TAG]
+ *   pcinet-vhost --link pcinet0 [--blk IMAGE]... [--fs DIR:TAG]... [--config FILE]
  *
+ * The devices come from the command line and from FILE (one "blk IMAGE"
+ * or "fs DIR TAG" a line); SIGHUP reads FILE again: a device no longer
+ * listed is withdrawn and its back end stopped, a new one started and
+ * offered, the others left alone (cfg_reload()).
  * Per device: a stock back end on a private socket (qemu-storage-daemon
  * --export type=vhost-user-blk, or virtiofsd), vhost-user negotiation
  * (vu_frontend.c), an offer on /dev/pcinet-vhost<N> (ADD_DEV), the
@@ -16,7 +20,10 @@
  * this process.  This process follows the negotiation table on every
  * poll() event and every tick (PV_TICK_MS), restarts dead back ends
  * (withdrawn, offered again), survives the link going away (waits for
- * the character device to come back) and withdraws everything on SIGTERM.
+ * the character device to come back) and withdraws everything on SIGTERM.  Signals arrive through a
+ * signalfd in the poll loop, never in the middle of a step: a SIGHUP
+ * during a back end's start or a negotiation is handled once that step
+ * is over.
  *
  * Everything GET_DRV reports is the board's, unchecked: num is checked
  * against num_max, features against the offer, before any use.
@@ -67,6 +74,9 @@
 #define PV_RETRY_MS	1000		/* before a back end is started again */
 #define USED_BYTES	(6 + 8 * (uint64_t)PV_NUM)	/* a used ring of num_max */
 #define PV_TICK_MS	250		/* look at every device at least this often */
+#define PV_PATH_LEN	512		/* an image's or a directory's path */
+#define PV_LINE_LEN	(PV_PATH_LEN + FS_TAG_LEN + 16)	/* a config line */
+#define PV_CFG_LINES	1000		/* a config file's lines read at most */
 
 enum pv_kind { PV_BLK, PV_FS };
 
@@ -76,10 +86,19 @@ enum pv_state {
 	PV_OFFERED,	/* offered: slot, memory file, eventfds */
 };
 
+/* A device as given: --blk, --fs or a line of the config file. */
+struct pv_spec {
+	enum pv_kind kind;
+	char path[PV_PATH_LEN];	/* image or directory */
+	char tag[FS_TAG_LEN + 1];	/* fs: the mount tag */
+};
+
 struct pv_dev {
+	bool live;		/* this entry of G.dev is a device */
+	bool from_cfg;		/* listed in the config file (a reload may drop it) */
 	enum pv_kind kind;
 	char name[16];		/* "blk0", "fs0": the log's prefix */
-	const char *path;	/* image or directory */
+	char path[PV_PATH_LEN];	/* image or directory */
 	char tag[FS_TAG_LEN + 1];
 	char sock[128];
 	pid_t pid;
@@ -117,8 +136,8 @@ static struct {
 	int sigfd;
 	char dir[64];
 	bool waiting;		/* logged "waiting for the character device" */
-	unsigned int nr_dev;
-	struct pv_dev dev[PV_MAX_DEV];
+	const char *config;	/* --config FILE, or NULL */
+	struct pv_dev dev[PV_MAX_DEV];	/* live ones anywhere: slots come and go */
 	const char *qsd;
 	const char *virtiofsd;
 } G = { .ctl = -1, .sigfd = -1 };
@@ -211,6 +230,11 @@ static int be_spawn(struct pv_dev *d)
 
 		/* the back end goes with us, however we end */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		/*
+		 * and only then: a SIGHUP or ^C to our process group is
+		 * ours alone (a reload must not stop every back end)
+		 */
+		setpgid(0, 0);
 		sigfillset(&all);
 		sigprocmask(SIG_UNBLOCK, &all, NULL);
 		be_exec(d);
@@ -696,10 +720,10 @@ static void reap(void)
 	unsigned int i;
 	int st;
 
-	for (i = 0; i < G.nr_dev; i++) {
+	for (i = 0; i < PV_MAX_DEV; i++) {
 		struct pv_dev *d = &G.dev[i];
 
-		if (d->pid > 0 && waitpid(d->pid, &st, WNOHANG) == d->pid) {
+		if (d->live && d->pid > 0 && waitpid(d->pid, &st, WNOHANG) == d->pid) {
 			d->pid = -1;
 			be_renew(d, WIFSIGNALED(st) ? "killed by a signal" :
 				 "it exited");
@@ -747,10 +771,10 @@ static void link_gone(void)
 	unsigned int i;
 
 	pv_log(NULL, "%s: the link is gone", G.cdev);
-	for (i = 0; i < G.nr_dev; i++) {
+	for (i = 0; i < PV_MAX_DEV; i++) {
 		struct pv_dev *d = &G.dev[i];
 
-		if (d->state != PV_OFFERED)
+		if (!d->live || d->state != PV_OFFERED)
 			continue;
 		offer_drop(d, false);
 		/* its memory is gone: a fresh back end for the next offer */
@@ -761,66 +785,369 @@ static void link_gone(void)
 	close_fd(&G.ctl);
 }
 
-static void shutdown_all(void)
-{
-	unsigned int i;
-
-	for (i = 0; i < G.nr_dev; i++) {
-		offer_drop(&G.dev[i], true);
-		be_kill(&G.dev[i]);
-		unlink(G.dev[i].sock);
-	}
-	close_fd(&G.ctl);
-	rmdir(G.dir);
-}
+/* ----- the device set: the command line, the config file ----- */
 
 static void print_usage(void)
 {
 	fprintf(stderr,
 		"usage: pcinet-vhost --link pcinetN [--blk IMAGE]... [--fs DIR:TAG]...\n"
+		"                    [--config FILE]\n"
+		"  FILE: a device a line, \"blk IMAGE\" or \"fs DIR TAG\" (absolute\n"
+		"        paths; # starts a comment); SIGHUP reads it again\n"
 		"  PCINET_QSD, PCINET_VIRTIOFSD: the back ends' binaries\n");
 	exit(2);
 }
 
-static void add_dev(enum pv_kind kind, const char *arg)
+static unsigned int dev_count(void)
 {
-	struct pv_dev *d;
-	unsigned int n = 0, i, q;
-	const char *colon;
+	unsigned int i, n = 0;
 
-	if (G.nr_dev >= PV_MAX_DEV)
-		print_usage();
-	for (i = 0; i < G.nr_dev; i++)
-		n += G.dev[i].kind == kind;
-	d = &G.dev[G.nr_dev++];
+	for (i = 0; i < PV_MAX_DEV; i++)
+		n += G.dev[i].live;
+	return n;
+}
+
+/* Whether @s can be served: the image read-write, the directory there. */
+static int spec_check(const struct pv_spec *s, char *why, size_t len)
+{
+	struct stat st;
+
+	if (s->kind == PV_BLK) {
+		if (access(s->path, R_OK | W_OK)) {
+			snprintf(why, len, "%s: %s", s->path, strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	if (stat(s->path, &st) || !S_ISDIR(st.st_mode)) {
+		snprintf(why, len, "%s: not a directory", s->path);
+		return -1;
+	}
+	return 0;
+}
+
+static bool spec_same(const struct pv_spec *s, const struct pv_dev *d)
+{
+	return d->live && d->kind == s->kind && !strcmp(d->path, s->path) &&
+	       (s->kind == PV_BLK || !strcmp(d->tag, s->tag));
+}
+
+/* Another device on the same image, or with the same tag: not both. */
+static bool spec_clash(const struct pv_spec *s, const struct pv_spec *o)
+{
+	if (s->kind != o->kind)
+		return false;
+	return s->kind == PV_BLK ? !strcmp(s->path, o->path) :
+	       !strcmp(s->tag, o->tag);
+}
+
+static struct pv_dev *dev_clash(const struct pv_spec *s)
+{
+	struct pv_spec o;
+	unsigned int i;
+
+	for (i = 0; i < PV_MAX_DEV; i++) {
+		struct pv_dev *d = &G.dev[i];
+
+		if (!d->live)
+			continue;
+		o.kind = d->kind;
+		memcpy(o.path, d->path, sizeof(o.path));
+		memcpy(o.tag, d->tag, sizeof(o.tag));
+		if (spec_clash(s, &o))
+			return d;
+	}
+	return NULL;
+}
+
+/*
+ * A new device in a free entry of G.dev, named after the lowest free
+ * number of its kind (its socket too).  It starts at the next
+ * dev_step().  NULL: all PV_MAX_DEV entries taken.
+ */
+static struct pv_dev *dev_add(const struct pv_spec *s, bool from_cfg)
+{
+	char name[sizeof(G.dev[0].name)], dir[sizeof(G.dir)];
+	const char *kind = s->kind == PV_BLK ? "blk" : "fs";
+	struct pv_dev *d = NULL;
+	unsigned int i, n, q;
+
+	for (i = 0; i < PV_MAX_DEV && !d; i++)
+		if (!G.dev[i].live)
+			d = &G.dev[i];
+	if (!d)
+		return NULL;
+	/* at most PV_MAX_DEV live devices: a free number below that */
+	for (n = 0; n < PV_MAX_DEV; n++) {
+		snprintf(name, sizeof(name), "%s%u", kind, n);
+		for (i = 0; i < PV_MAX_DEV; i++)
+			if (G.dev[i].live && !strcmp(G.dev[i].name, name))
+				break;
+		if (i == PV_MAX_DEV)
+			break;
+	}
 	memset(d, 0, sizeof(*d));
-	d->kind = kind;
+	d->live = true;
+	d->from_cfg = from_cfg;
+	d->kind = s->kind;
+	memcpy(d->name, name, sizeof(d->name));
+	memcpy(d->path, s->path, sizeof(d->path));
+	memcpy(d->tag, s->tag, sizeof(d->tag));
+	/* a copy: the compiler cannot tell G's members apart */
+	memcpy(dir, G.dir, sizeof(dir));
+	snprintf(d->sock, sizeof(d->sock), "%s/%s.sock", dir, name);
 	d->pid = -1;
+	d->vu.sock = -1;
 	d->mem_fd = -1;
 	for (q = 0; q < PCINET_VHOST_MAX_VQ; q++) {
 		d->kick[q] = -1;
 		d->call[q] = -1;
 	}
-	snprintf(d->name, sizeof(d->name), "%s%u", kind == PV_BLK ? "blk" : "fs",
-		 n);
-	d->path = arg;
-	if (kind == PV_BLK) {
+	if (s->kind == PV_BLK) {
 		d->nr_vq = 1;
 		d->pool = PV_BLK_POOL;
-		if (access(arg, R_OK | W_OK)) {
-			fprintf(stderr, "pcinet-vhost: %s: %s\n", arg,
-				strerror(errno));
-			exit(1);
+	} else {
+		d->nr_vq = 2;	/* hiprio, one request queue */
+		d->pool = PV_FS_POOL;
+	}
+	pv_log(d, "added: %s%s%s%s", s->kind == PV_BLK ? "blk " : "fs ",
+	       d->path, s->kind == PV_FS ? " tag " : "", d->tag);
+	return d;
+}
+
+/*
+ * The device withdrawn (DEL_DEV: the board sees it go, in-flight I/O
+ * fails there), its back end stopped, its entry free.  @why: logged.
+ */
+static void dev_remove(struct pv_dev *d, const char *why)
+{
+	if (why)
+		pv_log(d, "removing it: %s", why);
+	offer_drop(d, true);
+	be_kill(d);
+	unlink(d->sock);
+	d->live = false;
+	if (why)
+		pv_log(d, "removed");
+}
+
+/* --blk IMAGE, --fs DIR:TAG: wrong ones end the program. */
+static void arg_dev(enum pv_kind kind, const char *arg)
+{
+	struct pv_spec s = { .kind = kind };
+	const char *colon = strrchr(arg, ':');
+	size_t len = strlen(arg);
+	char why[PV_PATH_LEN + 64];
+
+	if (kind == PV_FS) {
+		if (!colon || colon == arg || !colon[1] ||
+		    strlen(colon + 1) > FS_TAG_LEN)
+			print_usage();
+		len = (size_t)(colon - arg);
+		memcpy(s.tag, colon + 1, strlen(colon + 1) + 1);
+	}
+	if (len >= sizeof(s.path)) {
+		fprintf(stderr, "pcinet-vhost: %s: path too long\n", arg);
+		exit(1);
+	}
+	memcpy(s.path, arg, len);
+	s.path[len] = 0;
+	if (spec_check(&s, why, sizeof(why))) {
+		fprintf(stderr, "pcinet-vhost: %s\n", why);
+		exit(1);
+	}
+	if (dev_clash(&s)) {
+		fprintf(stderr, "pcinet-vhost: %s given twice\n", arg);
+		exit(1);
+	}
+	if (!dev_add(&s, false)) {
+		fprintf(stderr, "pcinet-vhost: more than %u devices\n",
+			PV_MAX_DEV);
+		exit(1);
+	}
+}
+
+/*
+ * One line of the config file into @s: 1 a device, 0 nothing (blank, a
+ * comment), -1 wrong (@why says what).
+ */
+static int cfg_line(char *line, struct pv_spec *s, char *why, size_t len)
+{
+	char *save, *kind, *path, *tag, *extra;
+
+	kind = strtok_r(line, " \t\r\n", &save);
+	if (!kind || kind[0] == '#')
+		return 0;
+	path = strtok_r(NULL, " \t\r\n", &save);
+	tag = strtok_r(NULL, " \t\r\n", &save);
+	extra = strtok_r(NULL, " \t\r\n", &save);
+	if (extra && extra[0] == '#')
+		extra = NULL;
+	if (tag && tag[0] == '#') {
+		tag = NULL;
+		extra = NULL;
+	}
+	memset(s, 0, sizeof(*s));
+	if (!strcmp(kind, "blk") && path && !tag) {
+		s->kind = PV_BLK;
+	} else if (!strcmp(kind, "fs") && path && tag && !extra) {
+		s->kind = PV_FS;
+		if (strlen(tag) > FS_TAG_LEN) {
+			snprintf(why, len, "tag longer than %u bytes",
+				 FS_TAG_LEN);
+			return -1;
 		}
+		memcpy(s->tag, tag, strlen(tag) + 1);
+	} else {
+		snprintf(why, len, "want \"blk IMAGE\" or \"fs DIR TAG\"");
+		return -1;
+	}
+	if (path[0] != '/' || strlen(path) >= sizeof(s->path)) {
+		snprintf(why, len, "want an absolute path shorter than %u bytes",
+			 PV_PATH_LEN);
+		return -1;
+	}
+	memcpy(s->path, path, strlen(path) + 1);
+	return spec_check(s, why, len) ? -1 : 1;
+}
+
+/*
+ * The config file's devices into @set (at most PV_MAX_DEV, the slots
+ * of a link); a wrong line, one more than that or a second one on the
+ * same image or tag is reported and left out; @set has room for
+ * PV_MAX_DEV + 1 (the last one read into, never kept).  Returns how many, or -1
+ * if the file cannot be read; *@bad: the lines left out.
+ */
+static int cfg_read(struct pv_spec *set, unsigned int *bad)
+{
+	char line[PV_LINE_LEN + 2], why[PV_PATH_LEN + 64];
+	unsigned int n = 0, nr, i;
+	bool cut = false;
+	FILE *f;
+	int c;
+
+	*bad = 0;
+	f = fopen(G.config, "re");
+	if (!f) {
+		pv_log(NULL, "%s: %s", G.config, strerror(errno));
+		return -1;
+	}
+	for (nr = 1; nr <= PV_CFG_LINES && fgets(line, sizeof(line), f); nr++) {
+		/* a line longer than any good one: skipped to its end */
+		if (!strchr(line, '\n') && !feof(f)) {
+			cut = true;
+			do
+				c = fgetc(f);
+			while (c != '\n' && c != EOF);
+		}
+		if (cut) {
+			cut = false;
+			pv_log(NULL, "%s:%u: skipped: longer than %u bytes",
+			       G.config, nr, PV_LINE_LEN);
+			(*bad)++;
+			continue;
+		}
+		c = cfg_line(line, &set[n], why, sizeof(why));
+		if (!c)
+			continue;
+		if (c < 0) {
+			pv_log(NULL, "%s:%u: skipped: %s", G.config, nr, why);
+			(*bad)++;
+			continue;
+		}
+		for (i = 0; i < n; i++)
+			if (spec_clash(&set[n], &set[i]))
+				break;
+		if (i < n || n == PV_MAX_DEV) {
+			pv_log(NULL, "%s:%u: skipped: %s", G.config, nr,
+			       i < n ? "the same image or tag as an earlier line" :
+			       "more devices than a link has slots");
+			(*bad)++;
+			continue;
+		}
+		n++;
+	}
+	if (nr > PV_CFG_LINES && !feof(f)) {
+		pv_log(NULL, "%s: only its first %u lines read", G.config,
+		       PV_CFG_LINES);
+		(*bad)++;
+	}
+	fclose(f);
+	return (int)n;
+}
+
+/*
+ * The config file (again): the devices it no longer lists withdrawn
+ * first (their slots free again), then the new ones added (they start
+ * and are offered at the next dev_step(); an offer the board still
+ * holds the spans of waits in dev_step() as ever).  A device listed as
+ * before is not touched: its back end, its offer and its rings run on.
+ * @strict (the start): any wrong line ends the program.  Unreadable on
+ * a reload: nothing changes.
+ */
+static void cfg_reload(bool strict)
+{
+	struct pv_spec set[PV_MAX_DEV + 1];
+	unsigned int i, j, bad;
+	struct pv_dev *d;
+	int n;
+
+	n = cfg_read(set, &bad);
+	if (strict && (n < 0 || bad))
+		exit(1);
+	if (n < 0) {
+		pv_log(NULL, "%s: not read: the devices stay as they are",
+		       G.config);
 		return;
 	}
-	colon = strrchr(arg, ':');
-	if (!colon || colon == arg || !colon[1] || strlen(colon + 1) > FS_TAG_LEN)
-		print_usage();
-	snprintf(d->tag, sizeof(d->tag), "%s", colon + 1);
-	d->path = strndup(arg, (size_t)(colon - arg));
-	d->nr_vq = 2;		/* hiprio, one request queue */
-	d->pool = PV_FS_POOL;
+	for (i = 0; i < PV_MAX_DEV; i++) {
+		d = &G.dev[i];
+		if (!d->live || !d->from_cfg)
+			continue;
+		for (j = 0; j < (unsigned int)n; j++)
+			if (spec_same(&set[j], d))
+				break;
+		if (j == (unsigned int)n)
+			dev_remove(d, "no longer in the config file");
+	}
+	for (j = 0; j < (unsigned int)n; j++) {
+		d = dev_clash(&set[j]);
+		if (d && spec_same(&set[j], d) && d->from_cfg)
+			continue;	/* unchanged */
+		if (d) {
+			pv_log(d, "%s: kept; %s %s skipped", d->from_cfg ?
+			       "the same image or tag" : "given on the command line",
+			       set[j].kind == PV_BLK ? "blk" : "fs", set[j].path);
+			bad++;
+			continue;
+		}
+		if (!dev_add(&set[j], true)) {
+			pv_log(NULL, "%s %s skipped: every slot taken",
+			       set[j].kind == PV_BLK ? "blk" : "fs", set[j].path);
+			bad++;
+		}
+	}
+	if (strict && bad)
+		exit(1);
+	pv_log(NULL, "%s read: %u device%s now, %u line%s skipped", G.config,
+	       dev_count(), dev_count() == 1 ? "" : "s", bad, bad == 1 ? "" : "s");
+}
+
+static void shutdown_all(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < PV_MAX_DEV; i++)
+		if (G.dev[i].live)
+			dev_remove(&G.dev[i], NULL);
+	close_fd(&G.ctl);
+	rmdir(G.dir);
+}
+
+/* whatever way the program ends, no empty directory left in /tmp */
+static void dir_remove(void)
+{
+	rmdir(G.dir);
 }
 
 int main(int argc, char **argv)
@@ -832,21 +1159,33 @@ int main(int argc, char **argv)
 	char *end;
 	int n;
 
+	/* the back ends' sockets' directory, before any device is added */
+	snprintf(G.dir, sizeof(G.dir), "/tmp/pcinet-vhost.XXXXXX");
+	if (!mkdtemp(G.dir)) {
+		perror("pcinet-vhost: mkdtemp");
+		return 1;
+	}
+	atexit(dir_remove);
 	for (n = 1; n < argc; n++) {
 		if (!strcmp(argv[n], "--link") && n + 1 < argc)
 			G.link = argv[++n];
 		else if (!strcmp(argv[n], "--blk") && n + 1 < argc)
-			add_dev(PV_BLK, argv[++n]);
+			arg_dev(PV_BLK, argv[++n]);
 		else if (!strcmp(argv[n], "--fs") && n + 1 < argc)
-			add_dev(PV_FS, argv[++n]);
+			arg_dev(PV_FS, argv[++n]);
+		else if (!strcmp(argv[n], "--config") && n + 1 < argc && !G.config)
+			G.config = argv[++n];
 		else
 			print_usage();
 	}
-	if (!G.link || strncmp(G.link, "pcinet", 6) || !G.nr_dev)
+	if (!G.link || strncmp(G.link, "pcinet", 6) ||
+	    (!dev_count() && !G.config))
 		print_usage();
 	link = (unsigned int)strtoul(G.link + 6, &end, 10);
 	if (end == G.link + 6 || *end)
 		print_usage();
+	if (G.config)
+		cfg_reload(true);
 	snprintf(G.cdev, sizeof(G.cdev), "/dev/pcinet-vhost%u", link);
 	G.qsd = getenv("PCINET_QSD");
 	if (!G.qsd || !*G.qsd)
@@ -855,25 +1194,11 @@ int main(int argc, char **argv)
 	if (!G.virtiofsd || !*G.virtiofsd)
 		G.virtiofsd = "/usr/lib/qemu/virtiofsd";
 
-	snprintf(G.dir, sizeof(G.dir), "/tmp/pcinet-vhost.XXXXXX");
-	if (!mkdtemp(G.dir)) {
-		perror("pcinet-vhost: mkdtemp");
-		return 1;
-	}
-	for (i = 0; i < G.nr_dev; i++) {
-		struct pv_dev *d = &G.dev[i];
-		char dir[sizeof(G.dir)], name[sizeof(d->name)];
-
-		/* copies: the compiler cannot tell G's members apart */
-		memcpy(dir, G.dir, sizeof(dir));
-		memcpy(name, d->name, sizeof(name));
-		snprintf(d->sock, sizeof(d->sock), "%s/%s.sock", dir, name);
-	}
-
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	G.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -881,14 +1206,17 @@ int main(int argc, char **argv)
 		perror("pcinet-vhost: signalfd");
 		return 1;
 	}
-	pv_log(NULL, "serving %u device%s on %s", G.nr_dev,
-	       G.nr_dev > 1 ? "s" : "", G.cdev);
+	pv_log(NULL, "serving %u device%s on %s%s%s", dev_count(),
+	       dev_count() == 1 ? "" : "s", G.cdev,
+	       G.config ? ", SIGHUP reads again " : "",
+	       G.config ? G.config : "");
 
 	for (;;) {
 		if (G.ctl < 0)
 			ctl_open();
-		for (i = 0; i < G.nr_dev; i++)
-			dev_step(&G.dev[i]);
+		for (i = 0; i < PV_MAX_DEV; i++)
+			if (G.dev[i].live)
+				dev_step(&G.dev[i]);
 		pfd[0] = (struct pollfd){ .fd = G.sigfd, .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = G.ctl, .events = POLLIN };
 		n = poll(pfd, G.ctl >= 0 ? 2 : 1, G.ctl >= 0 ? PV_TICK_MS : 500);
@@ -897,11 +1225,14 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (n > 0 && (pfd[0].revents & POLLIN)) {
-			bool term = false;
+			bool term = false, hup = false;
 
-			while (read(G.sigfd, &si, sizeof(si)) == sizeof(si))
-				if (si.ssi_signo != SIGCHLD)
+			while (read(G.sigfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGHUP)
+					hup = true;
+				else if (si.ssi_signo != SIGCHLD)
 					term = true;
+			}
 			if (term) {
 				pv_log(NULL, "stopping");
 				shutdown_all();
@@ -909,6 +1240,13 @@ int main(int argc, char **argv)
 				return 0;
 			}
 			reap();
+			/* between two steps: no negotiation is half done */
+			if (hup && G.config) {
+				pv_log(NULL, "SIGHUP: reading %s", G.config);
+				cfg_reload(false);
+			} else if (hup) {
+				pv_log(NULL, "SIGHUP ignored: no --config");
+			}
 		}
 		if (n > 0 && G.ctl >= 0 && (pfd[1].revents & (POLLHUP | POLLERR)))
 			link_gone();
