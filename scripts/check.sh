@@ -149,7 +149,7 @@ DEBUG_CASES=(
 	=fault-rmmod-scribbled =fault-tty-integrity =peer-cycles =peer-hostile-crc
 	=virtio-blk =virtio-withdraw =virtio-blk-ext4 =virtio-blk-sync-kill
 	=virtio-blk-fio =vhost-blk =vhost-fs =vhost-withdraw =vhost-withdraw-in-probe
-	=vhost-peer-cycles =vhost-host-vm-stop =vhost-host-rmmod
+	=vhost-peer-cycles =vhost-host-vm-stop =vhost-host-rmmod =vhost-host-unbind
 	=virtio-blk-wce =virtio-fs =virtio-fs-restart =virtio-fs-abort
 	=virtio-peer-cycles =virtio-net-reset =virtio-scribble =virtio-old-peer
 	=virtio-stale-used =virtio-bad-config

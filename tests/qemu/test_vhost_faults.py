@@ -60,6 +60,13 @@ Cases:
                       rmmod on a right after returns; insmod and
                       pcinet-vhost again: /dev/vda back, I/O works, data
                       intact
+  vhost-host-unbind   the path rmmod cannot take: a's pcinet PCI device
+                      unbound under b's I/O while pcinet-vhost holds the
+                      control file and its memory mapped (destroy() with
+                      files open): /dev/vda gone from b within 5 s (15
+                      s), pcinet-vhost logs the link gone and stays;
+                      bound again: it offers anew by itself, /dev/vda
+                      back, I/O works, data intact, rmmod on both sides
 """
 
 import atexit
@@ -330,6 +337,49 @@ def _(t):
         h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
         h.unload(t.a, 10)
         h.unload(t.b, 10)
+    finally:
+        tv.vhost_cleanup(t)
+
+
+@h.case('vhost-host-unbind', topology=TOPO)
+def _(t):
+    """a's pcinet PCI device unbound while pcinet-vhost holds
+    /dev/pcinet-vhost0 (and its memory mapped) under b's I/O: the path
+    rmmod cannot take; destroy() with files open.  b's disk goes,
+    pcinet-vhost sees the link gone and stays; bound again, it offers
+    anew by itself: /dev/vda back on b, data intact."""
+    try:
+        pat = started(t)
+        io_loop_start(t)
+        dev = t.a.run('ls /sys/bus/pci/drivers/pcinet/ | grep ^0000').strip()
+        mark = int(t.a.run(f'wc -c <{tv.LOG}').strip())
+        t0 = time.monotonic()
+        t.a.run(f'echo {dev} >/sys/bus/pci/drivers/pcinet/unbind',
+                timeout=10 * SLOW)
+        h.info(f'unbind on a with pcinet-vhost running: '
+               f'{time.monotonic() - t0:.2f} s')
+        took = t.b.wait_until('! [ -b /dev/vda ]', 5 * SLOW,
+                              what='/dev/vda gone after the unbind on a',
+                              show='ls /sys/block; dmesg | tail -n 10')
+        h.info(f'/dev/vda gone from b {took:.2f} s after the unbind')
+        t.a.wait_until(f'tail -c +{mark + 1} {tv.LOG} | '
+                       'grep -q "the link is gone"', 5 * SLOW,
+                       what='pcinet-vhost sees the link gone',
+                       show=f'tail -n 5 {tv.LOG}')
+        t.a.run('pidof pcinet-vhost >/dev/null')
+        t.a.run(f'echo {dev} >/sys/bus/pci/drivers/pcinet/bind',
+                timeout=10 * SLOW)
+        t1 = time.monotonic()
+        tv.wait_vda(t, 60 * SLOW)
+        tv.io_wait_ok(t, 'after the bind on a')
+        h.info(f'I/O on b again {time.monotonic() - t1:.2f} s after '
+               'the bind')
+        io_loop_stop(t)
+        check_data(t, pat, 'after unbind and bind on a')
+        rc = tv.vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+        h.unload(t.a, 10 * SLOW)
+        h.unload(t.b, 10 * SLOW)
     finally:
         tv.vhost_cleanup(t)
 
