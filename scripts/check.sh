@@ -80,7 +80,7 @@ tail -n 3 "$log/setup"
 
 part "build"
 if ! { make -s module && make -s fabric && make -s -C tools/testing/pcinet all &&
-	make -s -C tools/pcinet-vhost vhost_probe; } \
+	make -s -C tools/pcinet-vhost all && make -s -C tools/pcinet-peer all; } \
 	>"$log/build" 2>&1; then
 	cat "$log/build"
 	echo "build failed"
@@ -149,7 +149,7 @@ DEBUG_CASES=(
 	=fault-rmmod-scribbled =fault-tty-integrity =peer-cycles =peer-hostile-crc
 	=virtio-blk =virtio-withdraw =virtio-blk-ext4 =virtio-blk-sync-kill
 	=virtio-blk-fio =vhost-blk =vhost-fs =vhost-withdraw =vhost-withdraw-in-probe
-	=vhost-peer-cycles =vhost-hotplug
+	=vhost-peer-cycles =vhost-hotplug =vhost-host-rmmod =vhost-host-unbind
 	=virtio-blk-wce =virtio-fs =virtio-fs-restart =virtio-fs-abort
 	=virtio-peer-cycles =virtio-net-reset =virtio-scribble =virtio-old-peer
 	=virtio-stale-used =virtio-bad-config

@@ -1,0 +1,388 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""Stage 3 faults of the host's side: the VM of the host killed or
+frozen, pcinet unloaded on the host, while the board does I/O.
+
+    +---- a (QEMU): the host ----------+            +---- b: the board ---+
+    | pcinet-vhost --link pcinet0      |            | pcinet.ko transport |
+    |   --blk /dev/vda                 |<= fabric =>| virtio_blk /dev/vda |
+    |   qemu-storage-daemon (child)    |            | direct I/O loop     |
+    | /dev/vda: virtio-blk-pci on DISK |            |                     |
+    +----------------------------------+            +---------------------+
+
+test_vhost.py's rig (its helpers are imported, not copied), except for
+the board's image: a file on this machine (DISK) that a's QEMU gives a
+as a virtio-blk-pci disk, so that what b synced survives a's death and
+is there again when a boots anew.  qemu-storage-daemon opens it with
+driver=host_device (a wrapper that pcinet-vhost finds first on $PATH:
+its driver=file refuses a block device); b's FLUSH reaches DISK
+through qsd's fdatasync and a's virtio-blk.
+
+The cases leave both sides unloaded and pcinet-vhost stopped, so the
+second and third reuse the first's topology (a booted again in it): on
+the debug kernel a boot costs 30-40 s.
+
+What /dev/pcinet-vhost0 does on release and on module removal
+(drivers/net/pcinet/pcinet_vhost.c): its file_operations and those of
+its memory files name THIS_MODULE as owner, so every open control file
+and every memory file (mapped or not) holds a reference on pcinet.ko:
+`rmmod pcinet` on a while pcinet-vhost runs fails at once (EAGAIN:
+busybox's rmmod passes O_NONBLOCK; EBUSY without it) and changes
+nothing.  The last close of the control file
+(exit, kill -9) withdraws every device it offered (dev_gen 0 for the
+board, eventfds unbound) and revokes the memory files' mappings (later
+faults SIGBUS).  Only when the PCI device goes with files still open
+(unbind) does destroy() withdraw everything, write instance 0 and mark
+the files gone.
+
+Cases:
+  vhost-host-vm-kill  under a long O_DIRECT dd on b's /dev/vda, a's QEMU
+                      SIGKILLed: /dev/vda gone from b within 5 s (15 s
+                      on the debug kernel; measured, it follows the
+                      link's peer-gone detection), the dd ends with an
+                      error within 10 s (30 s), `sync` returns within
+                      10 s, rmmod on b returns within 5 s (10 s); a
+                      booted again, pcinet-vhost started: /dev/vda back
+                      on b with the 1 MiB synced before the kill (sha256,
+                      also in DISK itself)
+  vhost-host-vm-stop  a's QEMU SIGSTOPped for 15 s under b's I/O loop,
+                      then SIGCONT: on b the disk goes (peer gone) or
+                      the I/O fails within the transport's 10 s wedge
+                      detection, nothing hangs (sync returns within 10
+                      s), /dev/vda is there within 30 s (60 s) of the
+                      SIGCONT, the loop's I/O works again, the data is
+                      intact; the times printed
+  vhost-host-rmmod    `rmmod pcinet` on a while pcinet-vhost holds
+                      /dev/pcinet-vhost0 and b does I/O: refused
+                      (EAGAIN from busybox's O_NONBLOCK delete_module,
+                      module in use) within 5 s, b's I/O goes on; pcinet-vhost
+                      SIGKILLed: /dev/vda gone from b within 2 s (5 s),
+                      rmmod on a right after returns; insmod and
+                      pcinet-vhost again: /dev/vda back, I/O works, data
+                      intact
+  vhost-host-unbind   the path rmmod cannot take: a's pcinet PCI device
+                      unbound under b's I/O while pcinet-vhost holds the
+                      control file and its memory mapped (destroy() with
+                      files open): /dev/vda gone from b within 5 s (15
+                      s), pcinet-vhost logs the link gone and stays;
+                      bound again: it offers anew by itself, /dev/vda
+                      back, I/O works, data intact, rmmod on both sides
+"""
+
+import atexit
+import hashlib
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pcinet_harness as h  # noqa: E402
+
+# test_vhost.py configures the rig and registers its own cases; only its
+# helpers are wanted here.
+_n_cases = len(h.CASES)
+import test_vhost as tv  # noqa: E402
+del h.CASES[_n_cases:]
+
+DEBUG = h.KERNEL == 'debug'
+SLOW = 3 if DEBUG else 1		# the debug kernel's bounds
+PAT_OFF_MIB = 1
+PAT_MIB = 1
+
+# The board's image, kept on this machine: a's /dev/vda.
+_fd, _disk = tempfile.mkstemp(prefix='pcinet-vhfault-', suffix='.img')
+os.close(_fd)
+DISK = Path(_disk)
+os.truncate(DISK, tv.IMG_MIB << 20)
+atexit.register(lambda: DISK.unlink(missing_ok=True))
+
+TOPO = {'vm_args': {'a': ['-drive', f'file={DISK},if=none,id=hd0,'
+                          'format=raw,cache=writeback',
+                          '-device', 'virtio-blk-pci,drive=hd0']}}
+
+# qemu-storage-daemon on a block device: pcinet-vhost's driver=file
+# becomes driver=host_device, every other argument as given.
+QSD_WRAPPER = r"""#!/bin/sh
+for a; do
+	shift
+	case "$a" in driver=file,*) a="driver=host_device,${a#driver=file,}";; esac
+	set -- "$@" "$a"
+done
+exec /usr/bin/qemu-storage-daemon "$@"
+"""
+
+
+def a_prepare(t):
+    """a's side after a boot: the wrapper first on $PATH, pcinet loaded,
+    pcinet-vhost offering /dev/vda."""
+    t.a.run('[ -b /dev/vda ] && cat >/usr/sbin/qemu-storage-daemon '
+            "<<'EOS'\n" + QSD_WRAPPER + 'EOS\n'
+            'chmod 755 /usr/sbin/qemu-storage-daemon')
+    h.load(t.a)
+    t.a.wait_until('[ -c /dev/pcinet-vhost0 ]', 5, what='/dev/pcinet-vhost0')
+    tv.vhost_start(t, '--blk /dev/vda')
+
+
+def started(t):
+    """Both sides up, /dev/vda on b, PAT_MIB MiB of random bytes written
+    and synced at PAT_OFF_MIB; its sha256."""
+    tv.need_vhost(t)
+    t.a.run(f'rm -f {tv.LOG}')
+    a_prepare(t)
+    h.load(t.b)
+    tv.wait_vda(t)
+    return tv.b_write(t, PAT_OFF_MIB, PAT_MIB, timeout=120)
+
+
+def a_sha(t):
+    """sha256 of the pattern's place in a's /dev/vda."""
+    return t.a.run(f'dd if=/dev/vda bs=1M skip={PAT_OFF_MIB} '
+                   f'count={PAT_MIB} 2>/dev/null | sha256sum',
+                   timeout=120).split()[0]
+
+
+def disk_sha():
+    """sha256 of the pattern's place in DISK, read here."""
+    with open(DISK, 'rb') as f:
+        f.seek(PAT_OFF_MIB << 20)
+        return hashlib.sha256(f.read(PAT_MIB << 20)).hexdigest()
+
+
+def check_data(t, pat, when):
+    back = tv.b_sha(t, PAT_OFF_MIB, PAT_MIB)
+    h.expect(back == pat, f'{when}: b reads {back}, written {pat}')
+    img = a_sha(t)
+    h.expect(img == pat, f"{when}: a's /dev/vda {img}, written {pat}")
+
+
+def timed(vm, cmd, limit, what):
+    """cmd on vm must return 0 within limit seconds; the time it took."""
+    t0 = time.monotonic()
+    rc, out = vm.sh(cmd, timeout=limit + 5)
+    took = time.monotonic() - t0
+    h.expect(rc == 0, f'{what}: exit {rc}: {out.strip()}')
+    h.expect(took <= limit, f'{what} took {took:.1f} s (limit {limit} s)')
+    return took
+
+
+# One long O_DIRECT dd on b (64 MiB past the pattern, far longer than the
+# case runs), through a node of its own (see tv.IO_LOOP); its exit status
+# goes to /tmp/dd.rc.
+LONG_DD = ('d=$(cat /sys/block/vda/dev) && rm -f /tmp/vdanode && '
+           'mknod /tmp/vdanode b ${d%:*} ${d#*:} && '
+           '(dd if=/dev/urandom of=/tmp/vdanode bs=64k count=1024 '
+           'seek=128 oflag=direct conv=notrunc >/tmp/dd.log 2>&1; '
+           'echo $? >/tmp/dd.rc) </dev/null >/dev/null 2>&1 &')
+
+
+@h.case('vhost-host-vm-kill', fresh=True, topology=TOPO)
+def _(t):
+    """a's QEMU SIGKILLed under b's I/O: the disk goes, the I/O fails,
+    nothing hangs on b; a booted again: the disk is back with what was
+    synced."""
+    try:
+        pat = started(t)
+        h.expect(disk_sha() == pat, 'the synced pattern is not in DISK')
+        t.b.run('rm -f /tmp/dd.rc; ' + LONG_DD)
+        # the dd is moving: its writes reach a's back end
+        t.b.run('sleep 1; [ ! -s /tmp/dd.rc ] || { cat /tmp/dd.log; '
+                'false; }')
+        t.a.kill(signal.SIGKILL)
+        t0 = time.monotonic()
+        gone = t.b.wait_until('! [ -b /dev/vda ]', 5 * SLOW,
+                              what='/dev/vda gone after a was killed',
+                              show='ls /sys/block; dmesg | tail -n 15')
+        h.info(f'/dev/vda gone from b {gone:.2f} s after the kill')
+        t.b.wait_until('[ -s /tmp/dd.rc ]', 10 * SLOW,
+                       what='the dd ends', show='cat /tmp/dd.log')
+        ended = time.monotonic() - t0
+        rc = int(t.b.run('cat /tmp/dd.rc').strip())
+        h.info(f'the dd ended {ended:.2f} s after the kill, exit {rc}: ' +
+               t.b.run('tail -n 3 /tmp/dd.log').strip().replace('\n', '; '))
+        h.expect(rc != 0, 'the dd succeeded on a disk that went')
+        took = timed(t.b, 'sync', 10, 'sync on b')
+        h.info(f'sync on b: {took:.2f} s')
+        t1 = time.monotonic()
+        h.unload(t.b, 5 * SLOW)
+        h.info(f'rmmod on b: {time.monotonic() - t1:.2f} s')
+        h.load(t.b)
+        t.a.restart()
+        h.info(f'a booted again in {t.a.boot_time:.1f} s')
+        h.expect(disk_sha() == pat, 'DISK lost the synced pattern')
+        a_prepare(t)
+        tv.wait_vda(t, 60 * SLOW)
+        check_data(t, pat, 'after a was booted again')
+        rc = tv.vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+        h.unload(t.a, 10)
+        h.unload(t.b, 10)
+    finally:
+        if t.a.alive():
+            tv.vhost_cleanup(t)
+
+
+def io_loop_start(t):
+    t.b.run(f'rm -f /tmp/io.log; ({tv.IO_LOOP}) </dev/null >/dev/null '
+            '2>&1 & echo $! >/tmp/io.pid')
+    tv.io_wait_ok(t, 'at the start')
+
+
+def io_loop_stop(t):
+    out = t.b.run('kill $(cat /tmp/io.pid); sleep 0.5; '
+                  'echo "$(grep -c ok /tmp/io.log) ok, '
+                  '$(grep -c err /tmp/io.log) failed"')
+    h.info(f'I/O rounds on b: {out.strip()}')
+
+
+@h.case('vhost-host-vm-stop', topology=TOPO)
+def _(t):
+    """a's QEMU frozen for 15 s under b's I/O: nothing hangs for good on
+    b; after SIGCONT the disk is there, works and holds its data."""
+    stop_s = 15
+    try:
+        pat = started(t)
+        io_loop_start(t)
+        errs0 = int(t.b.run('grep -c err /tmp/io.log || true').strip()
+                    or 0)
+        t.a.kill(signal.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            # what b's user sees while a is frozen: the disk goes, or
+            # its I/O fails once the transport calls the device side
+            # wedged (10 s)
+            seen = t.b.wait_until(
+                f'! [ -b /dev/vda ] || [ $(grep -c err /tmp/io.log) '
+                f'-gt {errs0} ]', 12 * SLOW,
+                what='the disk gone or an I/O error with a frozen',
+                show='tail -n 3 /tmp/io.log; ls /sys/block; '
+                'dmesg | tail -n 15')
+            rc, _ = t.b.sh('[ -b /dev/vda ]')
+            h.info(f'{"an I/O error" if rc == 0 else "/dev/vda gone"} '
+                   f'on b {seen:.2f} s after SIGSTOP')
+            took = timed(t.b, 'sync', 10, 'sync on b with a frozen')
+            h.info(f'sync on b with a frozen: {took:.2f} s')
+            rest = stop_s - (time.monotonic() - t0)
+            if rest > 0:
+                time.sleep(rest)
+            rc, _ = t.b.sh('[ -b /dev/vda ]')
+            h.info(f'/dev/vda {"still there" if rc == 0 else "absent"} '
+                   f'after {time.monotonic() - t0:.1f} s of SIGSTOP')
+        finally:
+            t.a.kill(signal.SIGCONT)
+        t1 = time.monotonic()
+        tv.io_wait_ok(t, 'after SIGCONT')
+        h.info(f'I/O on b works again {time.monotonic() - t1:.2f} s '
+               'after SIGCONT')
+        back = time.monotonic() - t1
+        h.expect(back <= 30 * SLOW, f'I/O back {back:.1f} s after '
+                 f'SIGCONT (limit {30 * SLOW} s)')
+        rc, _ = t.a.sh('pidof pcinet-vhost qemu-storage-daemon')
+        h.expect(rc == 0, 'pcinet-vhost or its back end died on a: ' +
+                 t.a.run(f'tail -n 5 {tv.LOG}'))
+        io_loop_stop(t)
+        check_data(t, pat, 'after SIGCONT')
+        rc = tv.vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+        h.unload(t.a, 10)
+        h.unload(t.b, 10)
+    finally:
+        if t.a.alive():
+            t.a.kill(signal.SIGCONT)
+            tv.vhost_cleanup(t)
+
+
+@h.case('vhost-host-rmmod', topology=TOPO)
+def _(t):
+    """rmmod pcinet on a while pcinet-vhost holds /dev/pcinet-vhost0 and
+    b does I/O: refused (module in use); once pcinet-vhost is gone it
+    succeeds, b's disk goes, and comes back after insmod + restart."""
+    try:
+        pat = started(t)
+        io_loop_start(t)
+        refs = t.a.run('cat /sys/module/pcinet/refcnt').strip()
+        h.info(f'pcinet on a: {refs} references')
+        t0 = time.monotonic()
+        rc, out = t.a.sh('rmmod pcinet 2>&1', timeout=5 * SLOW + 5)
+        took = time.monotonic() - t0
+        h.info(f'rmmod on a under I/O: exit {rc} in {took:.2f} s: '
+               f'{out.strip()}')
+        # busybox's rmmod asks O_NONBLOCK: EAGAIN rather than EBUSY
+        h.expect(rc != 0 and ('in use' in out or 'busy' in out or
+                              'temporarily unavailable' in out),
+                 'rmmod pcinet on a was not refused while '
+                 '/dev/pcinet-vhost0 was open')
+        h.expect(took <= 5 * SLOW, f'the refusal took {took:.1f} s')
+        t.a.run('[ -c /dev/pcinet-vhost0 ] && pidof pcinet-vhost')
+        tv.io_wait_ok(t, 'after the refused rmmod on a')
+
+        t.a.run('kill -9 $(pidof pcinet-vhost)')
+        t1 = time.monotonic()
+        took = t.b.wait_until('! [ -b /dev/vda ]', 2 * SLOW,
+                              what='/dev/vda gone after kill -9',
+                              show='ls /sys/block; dmesg | tail -n 10')
+        h.info(f'kill -9: /dev/vda gone from b in {took:.2f} s')
+        t.a.wait_until('! pidof pcinet-vhost qemu-storage-daemon', 5,
+                       what='pcinet-vhost and its back end gone')
+        h.unload(t.a, 5 * SLOW)
+        h.info(f'rmmod on a {time.monotonic() - t1:.2f} s after the kill')
+        a_prepare(t)
+        tv.wait_vda(t, 60 * SLOW)
+        tv.io_wait_ok(t, 'after insmod and restart on a')
+        io_loop_stop(t)
+        check_data(t, pat, 'after the reload on a')
+        rc = tv.vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+        h.unload(t.a, 10)
+        h.unload(t.b, 10)
+    finally:
+        tv.vhost_cleanup(t)
+
+
+@h.case('vhost-host-unbind', topology=TOPO)
+def _(t):
+    """a's pcinet PCI device unbound while pcinet-vhost holds
+    /dev/pcinet-vhost0 (and its memory mapped) under b's I/O: the path
+    rmmod cannot take; destroy() with files open.  b's disk goes,
+    pcinet-vhost sees the link gone and stays; bound again, it offers
+    anew by itself: /dev/vda back on b, data intact."""
+    try:
+        pat = started(t)
+        io_loop_start(t)
+        dev = t.a.run('ls /sys/bus/pci/drivers/pcinet/ | grep ^0000').strip()
+        mark = int(t.a.run(f'wc -c <{tv.LOG}').strip())
+        t0 = time.monotonic()
+        t.a.run(f'echo {dev} >/sys/bus/pci/drivers/pcinet/unbind',
+                timeout=10 * SLOW)
+        h.info(f'unbind on a with pcinet-vhost running: '
+               f'{time.monotonic() - t0:.2f} s')
+        took = t.b.wait_until('! [ -b /dev/vda ]', 5 * SLOW,
+                              what='/dev/vda gone after the unbind on a',
+                              show='ls /sys/block; dmesg | tail -n 10')
+        h.info(f'/dev/vda gone from b {took:.2f} s after the unbind')
+        t.a.wait_until(f'tail -c +{mark + 1} {tv.LOG} | '
+                       'grep -q "the link is gone"', 5 * SLOW,
+                       what='pcinet-vhost sees the link gone',
+                       show=f'tail -n 5 {tv.LOG}')
+        t.a.run('pidof pcinet-vhost >/dev/null')
+        t.a.run(f'echo {dev} >/sys/bus/pci/drivers/pcinet/bind',
+                timeout=10 * SLOW)
+        t1 = time.monotonic()
+        tv.wait_vda(t, 60 * SLOW)
+        tv.io_wait_ok(t, 'after the bind on a')
+        h.info(f'I/O on b again {time.monotonic() - t1:.2f} s after '
+               'the bind')
+        io_loop_stop(t)
+        check_data(t, pat, 'after unbind and bind on a')
+        rc = tv.vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+        h.unload(t.a, 10 * SLOW)
+        h.unload(t.b, 10 * SLOW)
+    finally:
+        tv.vhost_cleanup(t)
+
+
+if __name__ == '__main__':
+    raise SystemExit(h.main())
