@@ -46,6 +46,11 @@ Cases:
   virtio-bad-config   virtio-blk's config with wce 2 (--blk-fault=bad-wce),
                       a value virtio_blk turns into an index with a BUG_ON:
                       the board reads "write back", no splat
+  virtio-ctl-scribble the words saying whether a side runs (magic, gen) of
+                      both control blocks scribbled, one write every 0.5 s
+                      for 8 s, under a dd: the link resets (counted, > 0)
+                      but /dev/vda is not unplugged, the dd succeeds, a
+                      pattern written meanwhile reads back equal
 """
 
 import hashlib
@@ -171,7 +176,8 @@ def dd_start(t, rw='write', loop=False):
     """A dd on /dev/vda in the background (O_DIRECT, 64 KiB blocks, 32
     MiB), its exit status in /tmp/dd.rc; once it moves.  rw: write or
     read.  loop: dd again and again until one fails (its status), so that
-    the fault surely meets one under way."""
+    the fault surely meets one under way; 'stop': also until /tmp/dd.stop
+    exists (then status 0 if none failed)."""
     # A node of our own for this disk: once the disk is gone, opening it
     # fails (ENXIO).  of=/dev/vda would create a regular file in
     # devtmpfs instead, the next dd of the loop would write 32 MiB into
@@ -186,11 +192,16 @@ def dd_start(t, rw='write', loop=False):
     ios = 'awk \'$3 == "vda" {print $4 + $8}\' /proc/diskstats'
     n0 = int(t.a.run(ios).strip() or 0)
     dd = f'dd {io} bs=64k count={DD_COUNT_64K} >/tmp/dd.log 2>&1'
-    if loop:
+    if loop == 'stop':
+        job = (f'while [ ! -e /tmp/dd.stop ]; do {dd} || '
+               '{ echo $? >/tmp/dd.rc; break; }; done; '
+               '[ -e /tmp/dd.rc ] || echo 0 >/tmp/dd.rc')
+    elif loop:
         job = f'while true; do {dd} || {{ echo $? >/tmp/dd.rc; break; }}; done'
     else:
         job = f'{dd}; echo $? >/tmp/dd.rc'
-    t.a.run(f'rm -f /tmp/dd.rc /tmp/dd.log; (({job}) &) >/dev/null 2>&1')
+    t.a.run('rm -f /tmp/dd.rc /tmp/dd.log /tmp/dd.stop; '
+            f'(({job}) &) >/dev/null 2>&1')
     # requests in flight before the fault: the dd's first ones completed
     t.a.wait_until(f'[ "$({ios})" -gt {n0 + 2} ]', 20,
                    what='the dd under way', show='cat /tmp/dd.log')
@@ -519,6 +530,52 @@ def _(t):
         h.expect(mode == 'write back', f'cache_type: {mode!r}')
         pat = write_pattern(t, PAT_OFF, PAT_MIB)
         check_pattern(t, peer, pat, 'with wce 2 published')
+    finally:
+        peer.close()
+
+
+@h.case('virtio-ctl-scribble', fresh=True)
+def _(t):
+    """magic and gen of both control blocks scribbled now and then under
+    a dd: the link resets, the disk stays (design.md, open question 12)."""
+    peer = started(t)
+    try:
+        h.net_up(t.a, IP)
+        h.wait_carrier(t.a, 1, 15)
+        before = ring_faults(t)['resets']
+        unplugs0 = unplugs(t)
+        dd_start(t, loop='stop')
+        pat = t.a.run('dd if=/dev/urandom of=/tmp/pat bs=1M count=1 '
+                      '2>/dev/null && sha256sum /tmp/pat').split()[0]
+        t.a.run('((dd if=/tmp/pat of=/dev/vda bs=64k seek=16 oflag=direct '
+                'conv=fsync >/tmp/pat.log 2>&1; echo $? >/tmp/pat.rc) &) '
+                '>/dev/null 2>&1')
+        # one write every 0.5 s: each is repaired by its writer's next
+        # tick (100 ms) before the next one lands
+        scribble(t, ('live0', 'live1'), 8, rate=2)
+        t.a.run('touch /tmp/dd.stop')
+        rc, _ = dd_end(t, 300, 'after the control block scribbles')
+        resets = ring_faults(t)['resets'] - before
+        hit = unplugs(t) - unplugs0
+        h.info(f'{resets} carrier changes (link resets), {hit} unplug(s), '
+               f'the dd exited {rc}')
+        h.expect(resets > 0, 'no link reset: the case tested nothing')
+        h.expect(hit == 0, '/dev/vda was unplugged by a scribbled control '
+                 'block:\n' + t.a.run('dmesg | grep -iE "virtio|link" | '
+                                      'tail -n 8'))
+        h.expect(rc == 0, 'the dd failed across the scribbles:\n'
+                 + t.a.run('cat /tmp/dd.log'))
+        t.a.wait_until('[ -e /tmp/pat.rc ]', 120, what='the pattern written')
+        h.expect(t.a.run('cat /tmp/pat.rc').strip() == '0',
+                 'writing the pattern failed: '
+                 + t.a.run('cat /tmp/pat.log'))
+        back = guest_sha(t, PAT_OFF, PAT_MIB)
+        h.expect(back == pat, f'read back {back}, written {pat}')
+        h.expect(peer.image_sha(PAT_OFF, PAT_MIB) == pat,
+                 'the host image differs from what was written')
+        h.wait_carrier(t.a, 1, 15)
+        peer.expect_alive()
+        h.unload(t.a, 10)
     finally:
         peer.close()
 
