@@ -1281,12 +1281,14 @@ void pvio_stop(int call_fd)
 			rings_stop(d);
 		be_kill(d);
 		unlink(d->sock);
-		pv_log("%s stopped: %llu offers, %llu answers, %llu kicks, %llu config writes, %llu requests waited for at a stop",
+		pv_log("%s stopped: %llu offers, %llu answers, %llu kicks, %llu config writes",
 		       d->t->name, (unsigned long long)d->offers,
 		       (unsigned long long)d->answers,
 		       (unsigned long long)d->kicks,
-		       (unsigned long long)d->cfg_writes,
-		       (unsigned long long)d->drained);
+		       (unsigned long long)d->cfg_writes);
+		if (d->drained)
+			pv_log("%s: %llu request(s) waited for when its rings stopped",
+			       d->t->name, (unsigned long long)d->drained);
 	}
 	rmdir(V.dir);
 }
