@@ -152,7 +152,8 @@ DEBUG_CASES=(
 	=vhost-peer-cycles =vhost-hotplug =vhost-host-rmmod =vhost-host-unbind
 	=virtio-blk-wce =virtio-fs =virtio-fs-restart =virtio-fs-abort
 	=virtio-peer-cycles =virtio-net-reset =virtio-scribble =virtio-old-peer
-	=virtio-stale-used =virtio-bad-config
+	=virtio-stale-used =virtio-bad-config =virtio-reset-in-flight
+	=virtio-ctl-scribble
 )
 
 rounds=${REPEAT:-1}

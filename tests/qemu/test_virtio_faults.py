@@ -46,6 +46,21 @@ Cases:
   virtio-bad-config   virtio-blk's config with wce 2 (--blk-fault=bad-wce),
                       a value virtio_blk turns into an index with a BUG_ON:
                       the board reads "write back", no splat
+  virtio-reset-in-flight  qemu-storage-daemon with writes throttled to
+                      4 KiB/s: a dd's second 64 KiB write is held, the
+                      board finds the device wedged (10 s) and drops it;
+                      pcinet-peer's GET_VRING_BASE returns with the write
+                      still in the back end (logged: what qemu-storage-
+                      daemon does), pcinet-peer waits for it, gives up,
+                      kills the back end: no completion of the old
+                      session reaches the new one's used ring (no "used"
+                      error on the board), /dev/vda is back with the data
+                      the image held
+  virtio-ctl-scribble the words saying whether a side runs (magic, gen) of
+                      both control blocks scribbled, one write every 0.5 s
+                      for 8 s, under a dd: the link resets (counted, > 0)
+                      but /dev/vda is not unplugged, the dd succeeds, a
+                      pattern written meanwhile reads back equal
 """
 
 import hashlib
@@ -167,11 +182,13 @@ def check_pattern(t, peer, pat, when):
              f'{pat}')
 
 
-def dd_start(t, rw='write', loop=False):
+def dd_start(t, rw='write', loop=False, moved=2):
     """A dd on /dev/vda in the background (O_DIRECT, 64 KiB blocks, 32
     MiB), its exit status in /tmp/dd.rc; once it moves.  rw: write or
     read.  loop: dd again and again until one fails (its status), so that
-    the fault surely meets one under way."""
+    the fault surely meets one under way; 'stop': also until /tmp/dd.stop
+    exists (then status 0 if none failed).  moved: it counts as under way
+    once more than that many requests completed."""
     # A node of our own for this disk: once the disk is gone, opening it
     # fails (ENXIO).  of=/dev/vda would create a regular file in
     # devtmpfs instead, the next dd of the loop would write 32 MiB into
@@ -186,13 +203,18 @@ def dd_start(t, rw='write', loop=False):
     ios = 'awk \'$3 == "vda" {print $4 + $8}\' /proc/diskstats'
     n0 = int(t.a.run(ios).strip() or 0)
     dd = f'dd {io} bs=64k count={DD_COUNT_64K} >/tmp/dd.log 2>&1'
-    if loop:
+    if loop == 'stop':
+        job = (f'while [ ! -e /tmp/dd.stop ]; do {dd} || '
+               '{ echo $? >/tmp/dd.rc; break; }; done; '
+               '[ -e /tmp/dd.rc ] || echo 0 >/tmp/dd.rc')
+    elif loop:
         job = f'while true; do {dd} || {{ echo $? >/tmp/dd.rc; break; }}; done'
     else:
         job = f'{dd}; echo $? >/tmp/dd.rc'
-    t.a.run(f'rm -f /tmp/dd.rc /tmp/dd.log; (({job}) &) >/dev/null 2>&1')
+    t.a.run('rm -f /tmp/dd.rc /tmp/dd.log /tmp/dd.stop; '
+            f'(({job}) &) >/dev/null 2>&1')
     # requests in flight before the fault: the dd's first ones completed
-    t.a.wait_until(f'[ "$({ios})" -gt {n0 + 2} ]', 20,
+    t.a.wait_until(f'[ "$({ios})" -gt {n0 + moved} ]', 20,
                    what='the dd under way', show='cat /tmp/dd.log')
 
 
@@ -519,6 +541,124 @@ def _(t):
         h.expect(mode == 'write back', f'cache_type: {mode!r}')
         pat = write_pattern(t, PAT_OFF, PAT_MIB)
         check_pattern(t, peer, pat, 'with wce 2 published')
+    finally:
+        peer.close()
+
+
+# qemu-storage-daemon as pcinet-peer starts it, writes throttled to 4 KiB/s
+# (PCINET_QSD): the throttle lets a 64 KiB write through, then holds the
+# next one for ~16 s.
+THROTTLED_QSD = r"""#!/bin/sh
+# $1 --blockdev $2 driver=file,node-name=pcinet-vio0,filename=IMG
+# $3 --export $4 type=vhost-user-blk,...,node-name=pcinet-vio0,...
+exec qemu-storage-daemon --object throttle-group,id=tg0,x-bps-write=4096 \
+	--blockdev "$(echo "$2" | sed s/node-name=pcinet-vio0/node-name=f0/)" \
+	--blockdev driver=throttle,node-name=pcinet-vio0,throttle-group=tg0,file=f0 \
+	"$3" "$4"
+"""
+
+
+@h.case('virtio-reset-in-flight', fresh=True)
+def _(t):
+    """A write held in the back end when the board drops the device: its
+    completion must not reach the next session (design.md, virtio open
+    question 11)."""
+    need_stage2()
+    qsd = t.workdir / 'qsd-throttled'
+    qsd.write_text(THROTTLED_QSD)
+    qsd.chmod(0o755)
+    old = os.environ.get('PCINET_QSD')
+    os.environ['PCINET_QSD'] = str(qsd)
+    peer = BlkPeer(t, IMG_MIB)
+    try:
+        # the data the disk holds: written on the host, writes are slow
+        pat_bytes = os.urandom(PAT_MIB << 20)
+        with open(peer.img, 'r+b') as f:
+            f.seek(PAT_OFF << 20)
+            f.write(pat_bytes)
+        pat = hashlib.sha256(pat_bytes).hexdigest()
+        mark = peer_start(peer)
+        h.load(t.a)
+        wait_vda(t)
+        # the first write passes the throttle, the second is held
+        dd_start(t, moved=0)
+        t0 = time.monotonic()
+        # the board's wedge timer (PCINET_VIO_IO_MS, 10 s) drops it
+        vda_gone(t, 30 * SLOW, 'after the held write')
+        gone = time.monotonic() - t0
+        rc, _ = dd_end(t, DD_END, 'after the unplug')
+        h.expect(rc != 0, 'the dd succeeded: no write was held')
+        back = wait_vda(t, why=' after the held write')
+        # the held write would complete ~16 s after it started: past it
+        time.sleep(max(0.0, 25 - (time.monotonic() - t0)))
+        stale = t.a.run('dmesg | grep "virtio slot .*used" || true').strip()
+        h.expect(not stale, 'a completion of the dropped session reached '
+                 'the new one:\n' + stale)
+        h.expect(unplugs(t) == 1, f'{unplugs(t)} unplugs, expected 1:\n'
+                 + t.a.run('dmesg | grep -i "virtio slot" | tail -n 8'))
+        # what qemu-storage-daemon did: GET_VRING_BASE answered with the
+        # write still held (else the case tested nothing)
+        peer.wait_log('request(s) still in the back end', 5, mark)
+        h.info(f'unplugged {gone:.1f} s after the dd started; '
+               'pcinet-peer: ' + ' / '.join(
+                   line.split('vio: ', 1)[-1] for line in
+                   peer.log_tail(400).splitlines()
+                   if 'in the back end' in line or 'completed' in line
+                   or 'back end lost' in line)[:400])
+        check_pattern(t, peer, pat, 'after the held write')
+        h.info(f'/dev/vda back {back:.1f} s after, no stale completion')
+        peer.expect_alive()
+        h.unload(t.a, 10)
+    finally:
+        peer.close()
+        if old is None:
+            os.environ.pop('PCINET_QSD', None)
+        else:
+            os.environ['PCINET_QSD'] = old
+
+
+@h.case('virtio-ctl-scribble', fresh=True)
+def _(t):
+    """magic and gen of both control blocks scribbled now and then under
+    a dd: the link resets, the disk stays (design.md, open question 12)."""
+    peer = started(t)
+    try:
+        h.net_up(t.a, IP)
+        h.wait_carrier(t.a, 1, 15)
+        before = ring_faults(t)['resets']
+        unplugs0 = unplugs(t)
+        dd_start(t, loop='stop')
+        pat = t.a.run('dd if=/dev/urandom of=/tmp/pat bs=1M count=1 '
+                      '2>/dev/null && sha256sum /tmp/pat').split()[0]
+        t.a.run('((dd if=/tmp/pat of=/dev/vda bs=64k seek=16 oflag=direct '
+                'conv=fsync >/tmp/pat.log 2>&1; echo $? >/tmp/pat.rc) &) '
+                '>/dev/null 2>&1')
+        # one write every 0.5 s: each is repaired by its writer's next
+        # tick (100 ms) before the next one lands
+        scribble(t, ('live0', 'live1'), 8, rate=2)
+        t.a.run('touch /tmp/dd.stop')
+        rc, _ = dd_end(t, 300, 'after the control block scribbles')
+        resets = ring_faults(t)['resets'] - before
+        hit = unplugs(t) - unplugs0
+        h.info(f'{resets} carrier changes (link resets), {hit} unplug(s), '
+               f'the dd exited {rc}')
+        h.expect(resets > 0, 'no link reset: the case tested nothing')
+        h.expect(hit == 0, '/dev/vda was unplugged by a scribbled control '
+                 'block:\n' + t.a.run('dmesg | grep -iE "virtio|link" | '
+                                      'tail -n 8'))
+        h.expect(rc == 0, 'the dd failed across the scribbles:\n'
+                 + t.a.run('cat /tmp/dd.log'))
+        t.a.wait_until('[ -e /tmp/pat.rc ]', 120, what='the pattern written')
+        h.expect(t.a.run('cat /tmp/pat.rc').strip() == '0',
+                 'writing the pattern failed: '
+                 + t.a.run('cat /tmp/pat.log'))
+        back = guest_sha(t, PAT_OFF, PAT_MIB)
+        h.expect(back == pat, f'read back {back}, written {pat}')
+        h.expect(peer.image_sha(PAT_OFF, PAT_MIB) == pat,
+                 'the host image differs from what was written')
+        h.wait_carrier(t.a, 1, 15)
+        peer.expect_alive()
+        h.unload(t.a, 10)
     finally:
         peer.close()
 

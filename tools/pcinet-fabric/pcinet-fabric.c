@@ -119,13 +119,20 @@ struct peer {
 /* Window regions a scribbler can target; see region_bounds(). */
 enum region {
 	R_HDR, R_CTRL0, R_CTRL1, R_NET0, R_NET1, R_TTY0, R_TTY1, R_ALL,
-	R_VDEV0, R_VDRV0, R_VDEV1, R_VDRV1, R_VIO, NR_REGIONS
+	R_VDEV0, R_VDRV0, R_VDEV1, R_VDRV1, R_VIO, R_LIVE0, R_LIVE1, NR_REGIONS
 };
 
 static const char *const region_name[NR_REGIONS] = {
 	"hdr", "ctrl0", "ctrl1", "net0", "net1", "tty0", "tty1", "all",
-	"vdev0", "vdrv0", "vdev1", "vdrv1", "vio",
+	"vdev0", "vdrv0", "vdev1", "vdrv1", "vio", "live0", "live1",
 };
+
+/*
+ * liveN: the two words of control inbox N that say whether its writer
+ * runs (magic and gen, pcinet_ctrl_live()): a scribble there makes the
+ * writer look stopped or restarted until its next refresh.
+ */
+#define CTRL_LIVE_SIZE	8ULL
 
 /*
  * vdevN, vdrvN: the first 128 KiB of a virtio region, its fixed part
@@ -1196,6 +1203,11 @@ static void region_bounds(enum region r, uint64_t *off, uint64_t *len)
 		*off = le64toh((r - R_VDEV0) % 2 ? vside->drv_off : vside->dev_off);
 		*len = fab.vio_size < VIO_META_SIZE ? fab.vio_size : VIO_META_SIZE;
 		return;
+	case R_LIVE0:
+	case R_LIVE1:
+		*off = le64toh(fab.whdr.side[r - R_LIVE0].ctrl_off);
+		*len = CTRL_LIVE_SIZE;
+		return;
 	case R_VIO:
 		/* pcinet_layout_fill_vio(): the four regions end the window */
 		*off = le64toh(fab.wvio.side[0].dev_off);
@@ -1364,11 +1376,11 @@ static void cmd_scribble(int argc, char **argv, char *out, size_t size)
 		;
 	if (r == NR_REGIONS) {
 		snprintf(out, size,
-			 "err bad region '%s': hdr, ctrl0, ctrl1, net0, net1, tty0, tty1, all, vdev0, vdrv0, vdev1, vdrv1 or vio",
+			 "err bad region '%s': hdr, ctrl0, ctrl1, net0, net1, tty0, tty1, all, vdev0, vdrv0, vdev1, vdrv1, vio, live0 or live1",
 			 argv[1]);
 		return;
 	}
-	if (r >= R_VDEV0 && !fab.vio_size) {
+	if (r >= R_VDEV0 && r <= R_VIO && !fab.vio_size) {
 		snprintf(out, size, "err no virtio regions (-V) to scribble");
 		return;
 	}

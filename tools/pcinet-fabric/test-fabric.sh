@@ -247,6 +247,14 @@ vio_regions() {
 	[[ $r == "ok scribble vio off=0x2000000 len=0x2000000 "* ]]
 }
 check "-V: scribble regions vdrv0, vdev1 (128 KiB each) and vio (all four)" vio_regions
+live_regions() {
+	local r
+	r=$("$CLIENT" -c "$T/vctl" "scribble live0 1 0.001 random 1")
+	[[ $r == "ok scribble live0 off=0x1000 len=0x8 "* ]] || return 1
+	r=$("$CLIENT" -c "$T/vctl" "scribble live1 1 0.001 random 1")
+	[[ $r == "ok scribble live1 off=0x2000 len=0x8 "* ]]
+}
+check "scribble regions live0, live1: magic and gen of control inbox 0, 1" live_regions
 kill -TERM $FP
 wait $FP
 

@@ -130,6 +130,10 @@ static struct {
 
 	bool status_dirty;
 	u64 status_ms;
+
+	/* virtio: the peer's block read "not live" since (0: it did not) */
+	bool vio_ok;
+	u64 vio_not_live_ms;
 } P;
 
 static int stop_sig;	/* the signal that stops us, set by on_signal() */
@@ -1007,15 +1011,38 @@ static int vio_call_fd(void)
 /*
  * Virtio liveness is the peer's, not the link's (a net or tty reset
  * leaves the devices alone): attached, its block live, PCINET_F_VIRTIO
- * set, its heartbeat not silent.
+ * set, its heartbeat not silent.  A block that reads "not live" while
+ * the peer was there (its magic or gen overwritten by a third party, the
+ * peer repairs it on its next tick) ends the sessions only once it read
+ * so on every look for VIO_GRACE_MS; the link resets at once meanwhile.
  */
+#define VIO_GRACE_MS	(2 * PCINET_TICK_MS)
+
+/* A heartbeat while the virtio part waits for its back end (ring_drain()). */
+void pvio_beat(void)
+{
+	P.heartbeat++;
+	put(&P.out->heartbeat, P.heartbeat);
+}
+
 static void vio_run(void)
 {
-	bool ok = P.peer_id >= 0 && (peer_epoch_now() & 1) &&
-		  pcinet_ctrl_live(get(&P.in->magic), get(&P.in->gen)) &&
-		  (get(&P.in->features) & PCINET_F_VIRTIO) &&
-		  now_ms() - P.peer_beat_ms <= P.timeout_ms;
+	bool live = pcinet_ctrl_live(get(&P.in->magic), get(&P.in->gen));
+	u64 now = now_ms();
+	bool ok;
 
+	if (live || !P.vio_ok)
+		P.vio_not_live_ms = 0;
+	else if (!P.vio_not_live_ms)
+		P.vio_not_live_ms = now;
+	if (P.vio_not_live_ms && now - P.vio_not_live_ms < VIO_GRACE_MS)
+		live = true;
+	ok = P.peer_id >= 0 && (peer_epoch_now() & 1) && live &&
+	     (get(&P.in->features) & PCINET_F_VIRTIO) &&
+	     now - P.peer_beat_ms <= P.timeout_ms;
+	if (!ok)
+		P.vio_not_live_ms = 0;
+	P.vio_ok = ok;
 	pvio_run(ok, P.peer_id, vio_call_fd());
 }
 

@@ -77,6 +77,7 @@
 #define PV_MAX_VQ	2		/* virtio-fs: hiprio, one request queue */
 #define PV_PAGE		4096U
 #define PV_TIMEOUT_MS	2000		/* a vhost-user reply */
+#define PV_DRAIN_MS	2000		/* a stopped ring's requests to complete */
 #define PV_START_MS	10000		/* the back end's socket to appear */
 #define PV_RETRY_MS	1000		/* before starting it again */
 #define PV_REOFFER_MS	1000		/* between offers the peer dropped */
@@ -184,6 +185,8 @@ enum pv_be { BE_DOWN, BE_STARTING, BE_READY };
  * @cfg_writes: config bytes replayed to the back end
  * @reoffer_ms: no new offer of a dev_gen the peer dropped before
  * @sessions: rings started (--blk-fault=stale-used)
+ * @used_start: per queue, the used ring's idx when the back end took it
+ * @drained: requests a stopped ring still had in the back end, waited for
  */
 struct pv_dev {
 	const struct pv_type *t;
@@ -220,8 +223,9 @@ struct pv_dev {
 
 	u64 reoffer_ms;
 	unsigned int sessions;
+	u16 used_start[PV_MAX_VQ];
 
-	u64 kicks, answers, offers, cfg_writes;
+	u64 kicks, answers, offers, cfg_writes, drained;
 };
 
 static struct {
@@ -588,7 +592,67 @@ static void refresh(struct pv_dev *d)
 
 /* ----- the back ends ----- */
 
-/* Stop the back end's rings (SET_VRING_ENABLE 0, GET_VRING_BASE). */
+/* The used ring's idx of queue @q, as the back end last wrote it. */
+static u16 used_idx(const struct pv_dev *d, unsigned int q)
+{
+	const __le16 *idx = (const __le16 *)(V.win + d->used_off[q] + 2);
+
+	return le16_to_cpu(READ_ONCE(*idx));
+}
+
+/*
+ * After GET_VRING_BASE: wait until the back end completed every request
+ * it took from queue @q.  libvhost-user answers GET_VRING_BASE at once
+ * (vu_get_vring_base_exec(): the queue's handler is unset, its kick and
+ * call fds closed) and qemu-storage-daemon's requests under way go on in
+ * their coroutines, each pushed into the used ring when it completes:
+ * it waits for them only when the connection closes.  @base is the
+ * number of requests it took (the ring started at 0), the used ring's
+ * idx moved by one per completion from @used_start: the session's
+ * reset is answered only once they meet, so no completion of this
+ * session lands in the next one's used ring (design.md, virtio open
+ * question 11).  -ETIMEDOUT after PV_DRAIN_MS, -EIO if the counts make
+ * no sense (the used ring overwritten): the caller kills the back end.
+ */
+static int ring_drain(struct pv_dev *d, unsigned int q, unsigned int base)
+{
+	u16 left = (u16)base - (u16)(used_idx(d, q) - d->used_start[q]);
+	u64 t0 = pv_now(), beat = t0;
+	unsigned int first = left;
+
+	if (!left)
+		return 0;
+	if (left > d->t->num[q]) {
+		pv_log("%s: queue %u: %u taken, used idx %u from %u: the used ring makes no sense",
+		       d->t->name, q, base, used_idx(d, q), d->used_start[q]);
+		return -EIO;
+	}
+	pv_log("%s: queue %u stopped with %u request(s) still in the back end: waiting",
+	       d->t->name, q, first);
+	while (left && pv_now() - t0 < PV_DRAIN_MS) {
+		usleep(1000);
+		/* the peer's peer_timeout_ms is shorter than our wait */
+		if (pv_now() - beat >= PCINET_TICK_MS) {
+			pvio_beat();
+			beat = pv_now();
+		}
+		left = (u16)base - (u16)(used_idx(d, q) - d->used_start[q]);
+	}
+	if (left) {
+		pv_log("%s: queue %u: %u request(s) not completed in %u ms",
+		       d->t->name, q, left, PV_DRAIN_MS);
+		return -ETIMEDOUT;
+	}
+	d->drained += first;
+	pv_log("%s: queue %u: the back end completed them in %llu ms",
+	       d->t->name, q, (unsigned long long)(pv_now() - t0));
+	return 0;
+}
+
+/*
+ * Stop the back end's rings (SET_VRING_ENABLE 0, GET_VRING_BASE), and
+ * wait for the requests it still had (ring_drain()).
+ */
 static int rings_stop(struct pv_dev *d)
 {
 	unsigned int base, q;
@@ -599,6 +663,8 @@ static int rings_stop(struct pv_dev *d)
 			continue;
 		d->running &= ~(1u << q);
 		e = vu_stop_vring(&d->dev, q, &base);
+		if (!e)
+			e = ring_drain(d, q, base);
 		if (e) {
 			pv_log("%s: stopping the back end's queue %u: %s",
 			       d->t->name, q, strerror(-e));
@@ -851,6 +917,8 @@ static int rings_start(struct pv_dev *d, const struct pcinet_vio_drvstate *ds,
 		if (V.stale_used && d->t->device_id == VIRTIO_ID_BLOCK &&
 		    !q && ++d->sessions == 2)
 			stale_used(d, num);
+		/* libvhost-user reads it at SET_VRING_ADDR: its pushes follow */
+		d->used_start[q] = used_idx(d, q);
 		c = (struct vu_vring_cfg){
 			.num = num,
 			.desc_gpa = d->desc_off[q],
@@ -1014,7 +1082,7 @@ static void drv_poll(struct pv_dev *d, int peer_id, int call_fd)
 			pv_log("%s: driver 0x%08x gone%s", d->t->name, d->drv_gen,
 			       drv_gen ? ", a new one registered" : "");
 		if (session_reset(d)) {
-			be_lost(d, call_fd, "GET_VRING_BASE failed");
+			be_lost(d, call_fd, "stopping its rings failed");
 			return;
 		}
 		d->drv_gen = drv_gen;
@@ -1050,7 +1118,7 @@ static void drv_poll(struct pv_dev *d, int peer_id, int call_fd)
 		/* the back end rings an eventfd of a peer that left */
 		pv_log("%s: peer id changed under running queues", d->t->name);
 		if (session_reset(d))
-			be_lost(d, call_fd, "GET_VRING_BASE failed");
+			be_lost(d, call_fd, "stopping its rings failed");
 		return;
 	}
 	/* kicks: the counters, compared (design: "Signalling") */
@@ -1074,7 +1142,7 @@ static void drv_poll(struct pv_dev *d, int peer_id, int call_fd)
 static bool session_end(struct pv_dev *d, int call_fd, const char *why)
 {
 	if (session_reset(d)) {
-		be_lost(d, call_fd, "GET_VRING_BASE failed");
+		be_lost(d, call_fd, "stopping its rings failed");
 		return false;
 	}
 	withdraw(d, call_fd, why);
@@ -1218,6 +1286,9 @@ void pvio_stop(int call_fd)
 		       (unsigned long long)d->answers,
 		       (unsigned long long)d->kicks,
 		       (unsigned long long)d->cfg_writes);
+		if (d->drained)
+			pv_log("%s: %llu request(s) waited for when its rings stopped",
+			       d->t->name, (unsigned long long)d->drained);
 	}
 	rmdir(V.dir);
 }

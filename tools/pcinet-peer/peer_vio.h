@@ -25,5 +25,7 @@ int pvio_start(u8 *win, u64 win_size, int win_fd,
 	       const struct pcinet_layout *lay, int side);
 void pvio_run(bool peer_ok, int peer_id, int call_fd);
 void pvio_stop(int call_fd);
+/* The program's: our heartbeat goes on while a pvio_*() call waits. */
+void pvio_beat(void);
 
 #endif /* _PEER_VIO_H */

@@ -40,7 +40,9 @@ struct pcinet_channel;
  *	process context, under the link's lock, must not sleep
  * @peer_gone: the peer instance we knew is gone: its heartbeat went
  *	silent for peer_timeout_ms, its attach epoch changed or its control
- *	block stopped being live; pcinet_chan_peer_alive() says when a peer
+ *	block read "not live" on every look for two ticks (one bad read, a
+ *	third party's write the peer repairs, is not enough: the link only
+ *	resets on it); pcinet_chan_peer_alive() says when a peer
  *	is back.  Not a link reset: a reset of the rings alone (a protocol
  *	error, a handshake timeout) does not call it.  Optional; process
  *	context, under the link's lock, must not sleep

@@ -85,6 +85,14 @@ MODULE_PARM_DESC(slot, "Slot number published to the peers (default 0: unknown)"
 static_assert(PCINET_HEARTBEAT_MS == PCINET_TICK_MS);
 
 /*
+ * How long a peer that was alive may read "not live" (its magic or gen
+ * overwritten) before it counts as gone (peer_gone): two ticks, so that
+ * the peer's refresh, one tick at most after the scribble, always comes
+ * first.  The link's handshake does not wait: net and tty reset at once.
+ */
+#define PCINET_PEER_GRACE	(2 * PCINET_TICK)
+
+/*
  * What we publish in @features: the tty records always carry a CRC;
  * PCINET_F_VIRTIO is added while the window has a valid virtio block and
  * the virtio channel has a front-end (pcinet_link_features()).
@@ -148,8 +156,13 @@ struct pcinet_channel {
  * @peer_hb_time: jiffies when @peer_hb last changed
  * @peer_epoch: the platform's attach epoch of the peer as last seen
  * @peer_alive: the peer's control block is live and its heartbeat runs;
- *	written under @lock, read locklessly by pcinet_chan_peer_alive()
+ *	written under @lock, read locklessly by pcinet_chan_peer_alive().
+ *	Stays true while the block reads "not live" for less than
+ *	PCINET_PEER_GRACE (pcinet_link_follow_peer())
  * @peer_features: the peer's @features while @peer_alive, else 0; likewise
+ * @not_live: the peer was alive and its block read "not live" since
+ *	@not_live_since, every time we looked; under @lock
+ * @not_live_since: jiffies of the first such read
  * @has_vio: the window's virtio block passed pcinet_layout_parse()
  * @vio: with @has_vio, the virtio regions of side 0 and side 1
  * @fault: set by a front-end that saw a protocol error
@@ -199,6 +212,8 @@ struct pcinet_link {
 	u32 peer_epoch;
 	bool peer_alive;
 	u32 peer_features;
+	bool not_live;
+	unsigned long not_live_since;
 	bool has_vio;
 	struct pcinet_vio_regions vio[2];
 	atomic_t fault;
@@ -339,18 +354,39 @@ static void pcinet_link_tick_chans(struct pcinet_link *link)
 	}
 }
 
-/*
- * Follow the peer instance: @alive, its block is live and its heartbeat
- * runs; @detached, the platform says it went away since the last look.
- * A peer that was alive and is not, or detached (even if a new one is
- * already there), is gone: tell the channels that care.
+/**
+ * pcinet_link_follow_peer - follow the peer instance, for peer_gone
+ * @link: the link
+ * @live: the peer's control block reads live (pcinet_ctrl_live())
+ * @silent: its heartbeat stopped for peer_timeout_ms
+ * @detached: the platform says it went away since the last look
+ *
+ * A peer that was alive and is silent or detached (even if a new one is
+ * already there) is gone at once: tell the channels that care.  One
+ * whose block reads "not live" is gone only once it read so on every
+ * look for PCINET_PEER_GRACE: a third party's write to its @magic or
+ * @gen lasts until the peer's next refresh, a tick at most, and must not
+ * cost the channels that follow the instance (virtio: every device
+ * unplugged) what it costs the link (a reset).  Meanwhile @peer_alive
+ * and @peer_features keep their values: the block is not read for them.
  */
-static void pcinet_link_follow_peer(struct pcinet_link *link, bool alive,
-				    bool detached)
+static void pcinet_link_follow_peer(struct pcinet_link *link, bool live,
+				    bool silent, bool detached)
 {
+	bool alive = live && !silent;
 	int c;
 
 	lockdep_assert_held(&link->lock);
+	if (live || !link->peer_alive) {
+		link->not_live = false;
+	} else if (!link->not_live) {
+		link->not_live = true;
+		link->not_live_since = jiffies;
+	}
+	if (link->peer_alive && !silent && !detached && link->not_live &&
+	    time_before(jiffies, link->not_live_since + PCINET_PEER_GRACE))
+		return;
+	link->not_live = false;
 	if (link->peer_alive && (!alive || detached)) {
 		WRITE_ONCE(link->peer_alive, false);
 		WRITE_ONCE(link->peer_features, 0);
@@ -449,7 +485,7 @@ static void pcinet_link_work(struct work_struct *work)
 	v.their_gen = gen;
 	v.their_magic = pcinet_in(&link->in->magic);
 	alive = pcinet_ctrl_live(v.their_magic, gen);
-	pcinet_link_follow_peer(link, alive && !pcinet_peer_silent(link),
+	pcinet_link_follow_peer(link, alive, pcinet_peer_silent(link),
 				detached);
 	if (alive && pcinet_link_read_peer_id(link, gen)) {
 		new_id = true;
