@@ -153,7 +153,7 @@ DEBUG_CASES=(
 	=virtio-blk-wce =virtio-fs =virtio-fs-restart =virtio-fs-abort
 	=virtio-peer-cycles =virtio-net-reset =virtio-scribble =virtio-old-peer
 	=virtio-stale-used =virtio-bad-config =virtio-reset-in-flight
-	=virtio-ctl-scribble
+	=virtio-ctl-scribble =vhost-reset-in-flight
 )
 
 rounds=${REPEAT:-1}

@@ -67,6 +67,24 @@ Cases:
                       s), pcinet-vhost logs the link gone and stays;
                       bound again: it offers anew by itself, /dev/vda
                       back, I/O works, data intact, rmmod on both sides
+  vhost-reset-in-flight  a write held in a's back end across the board's
+                      reset (design.md, virtio open question 11): on a
+                      tmpfs image (test_vhost.py's rig, not DISK),
+                      qemu-storage-daemon with writes throttled to 4
+                      KiB/s (PCINET_QSD) holds b's dd's second 64 KiB
+                      write for ~16 s; rmmod pcinet on b (the write
+                      aborted, the dd fails), insmod again once
+                      pcinet-vhost has stopped the rings (or replaced
+                      the back end): pcinet-vhost logs the request still
+                      in the back end, no completion of the old session
+                      reaches the new one's used ring (no "used" error,
+                      no unplug on b after the insmod, past the time the
+                      write would complete), /dev/vda stays, data intact.
+                      Failed before pcinet-vhost waited for the back end
+                      (ring_drain()): the held write completed 15.6 s
+                      after the rings were stopped, into the new
+                      session ("used idx ahead of the requests in
+                      flight: unplugging" on b)
 """
 
 import atexit
@@ -380,6 +398,99 @@ def _(t):
         h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
         h.unload(t.a, 10 * SLOW)
         h.unload(t.b, 10 * SLOW)
+    finally:
+        tv.vhost_cleanup(t)
+
+
+# qemu-storage-daemon as pcinet-vhost starts it ($2: driver=file,
+# node-name=blk0,filename=...; $4: the export of node blk0), writes
+# throttled to 4 KiB/s as test_virtio_faults.py's THROTTLED_QSD: the
+# throttle lets a 64 KiB write through, then holds the next for ~16 s.
+THROTTLED_QSD = r"""#!/bin/sh
+exec qemu-storage-daemon --object throttle-group,id=tg0,x-bps-write=4096 \
+	--blockdev "driver=file,node-name=f0,${2#*node-name=blk0,}" \
+	--blockdev driver=throttle,node-name=blk0,throttle-group=tg0,file=f0 \
+	"$3" "$4"
+"""
+
+# b's writes completed on vda (/proc/diskstats' 8th field)
+B_WRITES = 'awk \'$3 == "vda" {print $8}\' /proc/diskstats'
+# how long after it started the held write would complete, and more
+HELD_S = 22
+
+
+@h.case('vhost-reset-in-flight', fresh=True)
+def _(t):
+    """A write held in a's back end when b's transport goes and comes
+    back (rmmod, insmod): none of its completion may reach the next
+    session's used ring (design.md, virtio open question 11)."""
+    try:
+        out = tv.started(
+            t, prep="cat >/tmp/qsd-throttled <<'EOS'\n" + THROTTLED_QSD +
+            'EOS\nchmod 755 /tmp/qsd-throttled; '
+            f'dd if=/dev/urandom of=/tmp/pat bs=1M count={PAT_MIB} '
+            f'2>/dev/null && dd if=/tmp/pat of={tv.IMG} bs=1M '
+            f'seek={PAT_OFF_MIB} conv=notrunc 2>/dev/null && '
+            'sha256sum </tmp/pat', env='PCINET_QSD=/tmp/qsd-throttled')
+        pat = out.strip().split()[0]
+        tv.wait_vda(t)
+        n0 = int(t.b.run(B_WRITES).strip() or 0)
+        t.b.run('rm -f /tmp/dd.rc; ' + LONG_DD.replace('urandom', 'zero'))
+        # the first 64 KiB write passed the throttle, the second is held
+        t.b.wait_until(f'[ "$({B_WRITES})" -gt {n0} ]', 10 * SLOW,
+                       what="the dd's first write done",
+                       show='cat /tmp/dd.log /proc/diskstats')
+        t0 = time.monotonic()
+        t.b.run('[ ! -s /tmp/dd.rc ] || { cat /tmp/dd.log; false; }')
+        mark = int(t.a.run(f'wc -c <{tv.LOG}').strip())
+        h.unload(t.b, 5 * SLOW)
+        t.b.wait_until('[ -s /tmp/dd.rc ]', 5 * SLOW, what='the dd ends',
+                       show='cat /tmp/dd.log')
+        rc = int(t.b.run('cat /tmp/dd.rc').strip())
+        h.expect(rc != 0, 'the dd succeeded: no write was held')
+        # pcinet-vhost done with the reset: rings stopped, or a new back
+        # end in place of one that kept the write
+        took = t.a.wait_until(
+            f'tail -c +{mark + 1} {tv.LOG} | '
+            'grep -qE ": rings stopped|: back end ready"', 10 * SLOW,
+            what='pcinet-vhost handled the reset',
+            show=f'tail -n 8 {tv.LOG}')
+        h.info(f'pcinet-vhost handled the reset {took:.2f} s after rmmod')
+        unplugs0 = int(t.b.run('dmesg | grep -c "virtio slot .*unplugged"'
+                               ' || true').strip() or 0)
+        h.load(t.b)
+        back = tv.wait_vda(t, 30 * SLOW)
+        rest = HELD_S - (time.monotonic() - t0)
+        if rest > 0:
+            # the held write, if it survived, completes meanwhile
+            t.b.run(f'sleep {rest:.1f}', timeout=rest + 10)
+        stale = t.b.run('dmesg | grep "virtio slot .*used" || true').strip()
+        h.expect(not stale, 'a completion of the old session reached the '
+                 'new one:\n' + stale + '\n' +
+                 t.a.run(f'tail -c +{mark + 1} {tv.LOG} | tail -n 12'))
+        unplugs = int(t.b.run('dmesg | grep -c "virtio slot .*unplugged"'
+                              ' || true').strip() or 0) - unplugs0
+        h.expect(unplugs == 0, f'{unplugs} unplug(s) after the insmod')
+        t.b.run('[ -b /dev/vda ]')
+        # what qemu-storage-daemon did: GET_VRING_BASE answered with the
+        # write still held (else the case tested nothing)
+        log = t.a.run(f'tail -c +{mark + 1} {tv.LOG}')
+        h.expect('request(s) still in the back end' in log,
+                 'pcinet-vhost saw no request left in the back end:\n' +
+                 log[-1200:])
+        h.info('pcinet-vhost: ' + ' / '.join(
+            line.split('blk0: ', 1)[-1] for line in log.splitlines()
+            if 'back end' in line or 'completed' in line)[:400])
+        h.info(f'/dev/vda back {back:.1f} s after the insmod, no stale '
+               'completion')
+        back = tv.b_sha(t, PAT_OFF_MIB, PAT_MIB)
+        h.expect(back == pat, f'b reads {back}, written {pat}')
+        img = tv.a_sha(t, PAT_OFF_MIB, PAT_MIB)
+        h.expect(img == pat, f'the image has {img}, written {pat}')
+        rc = tv.vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+        h.unload(t.a, 10)
+        h.unload(t.b, 10)
     finally:
         tv.vhost_cleanup(t)
 

@@ -70,6 +70,7 @@
 #define PV_FS_POOL	(2U << 20)	/* fs 2 MiB each way */
 #define PV_MAX_DEV	PCINET_VHOST_MAX_DEV
 #define PV_TIMEOUT_MS	2000		/* a vhost-user reply */
+#define PV_DRAIN_MS	2000		/* a stopped ring's requests to complete */
 #define PV_START_MS	10000		/* the back end's socket to appear */
 #define PV_RETRY_MS	1000		/* before a back end is started again */
 #define USED_BYTES	(6 + 8 * (uint64_t)PV_NUM)	/* a used ring of num_max */
@@ -127,6 +128,7 @@ struct pv_dev {
 	bool feat_ok;
 	bool running;
 	bool used;		/* a session ran on this back end (virtiofsd: one-shot) */
+	unsigned int num[PCINET_VHOST_MAX_VQ];	/* the running rings' sizes */
 };
 
 static struct {
@@ -384,9 +386,11 @@ static void be_lost(struct pv_dev *d, const char *why)
  * A fresh back end under the same offer, when no ring of the board's
  * runs on the old one (it holds nothing the board relies on): a reset
  * that GET_VRING_BASE could not complete (qemu-storage-daemon panics when
- * a request it still held completes after the ring was stopped), a back
- * end that died between sessions, virtiofsd's one FUSE session.  The
- * board sees nothing if it comes back within its status timeout.
+ * a request it still held completes after the ring was stopped) or
+ * after which the back end kept requests it did not complete in time
+ * (ring_drain()), a back end that died between sessions, virtiofsd's one
+ * FUSE session.  The board sees nothing if it comes back within its
+ * status timeout.
  * Returns 0, or withdraws the device (be_lost()) and returns -1.
  */
 static int be_renew(struct pv_dev *d, const char *why)
@@ -499,7 +503,71 @@ fail:
 
 /* ----- the driver's session ----- */
 
-/* Stop what the back end does for the driver (status 0, a new driver). */
+/*
+ * The used ring's idx of queue @q, as the back end last wrote it (only
+ * the index is read: no entry behind it, so no barrier pairs with the
+ * back end's before its store of idx).  The ring is inside the drv span
+ * (checked by rings_start() before the ring ran).
+ */
+static uint16_t used_idx(const struct pv_dev *d, unsigned int q)
+{
+	const uint16_t *idx = (const uint16_t *)(d->drv_map +
+		(d->dev.vq[q].used_off - d->dev.drv_span_off) + 2);
+
+	return le16toh(__atomic_load_n(idx, __ATOMIC_RELAXED));
+}
+
+/*
+ * After GET_VRING_BASE: wait until the back end completed every request
+ * it took from queue @q.  libvhost-user answers GET_VRING_BASE at once
+ * and qemu-storage-daemon's requests under way go on, each pushed into
+ * the used ring when it completes, whether the ring still runs or not.
+ * @base is the number of requests the back end took (the ring started
+ * at 0, its used ring zeroed by rings_start()), so the used idx reaches
+ * @base once every one completed: only then is the reset answered or a
+ * new driver's session started, so no completion of this session lands
+ * in the next one's used ring (design.md, virtio open question 11).
+ * pcinet-peer does the same (its ring_drain()).  Returns 0, -ETIMEDOUT
+ * after PV_DRAIN_MS, -EIO if the counts make no sense (the used ring is
+ * in the window: the board may have written it; or the back end lies):
+ * the caller replaces the back end (be_renew()), whose requests then die
+ * with it.  Our heartbeat is the kernel's: it goes on while this program
+ * waits, but so does the board's status wait (PCINET_VIO_ACK_MS, 3 s).
+ */
+static int ring_drain(struct pv_dev *d, unsigned int q, unsigned int base)
+{
+	uint16_t left = (uint16_t)base - used_idx(d, q);
+	uint64_t t0 = now_ms();
+	unsigned int first = left;
+
+	if (!left)
+		return 0;
+	if (left > d->num[q]) {
+		pv_log(d, "queue %u: %u taken, used idx %u: the used ring makes no sense",
+		       q, base, used_idx(d, q));
+		return -EIO;
+	}
+	pv_log(d, "queue %u stopped with %u request(s) still in the back end: waiting",
+	       q, first);
+	while (left && now_ms() - t0 < PV_DRAIN_MS) {
+		usleep(1000);
+		left = (uint16_t)base - used_idx(d, q);
+	}
+	if (left) {
+		pv_log(d, "queue %u: %u request(s) not completed in %u ms",
+		       q, left, PV_DRAIN_MS);
+		return -ETIMEDOUT;
+	}
+	pv_log(d, "queue %u: the back end completed them in %llu ms", q,
+	       (unsigned long long)(now_ms() - t0));
+	return 0;
+}
+
+/*
+ * Stop what the back end does for the driver (status 0, a new driver):
+ * its rings stopped, and the requests it still had waited for
+ * (ring_drain()).  An error: the back end must be replaced.
+ */
 static int session_reset(struct pv_dev *d)
 {
 	unsigned int q, base;
@@ -509,8 +577,11 @@ static int session_reset(struct pv_dev *d)
 	if (!d->running)
 		return 0;
 	d->running = false;
-	for (q = 0; q < d->nr_vq && !err; q++)
+	for (q = 0; q < d->nr_vq && !err; q++) {
 		err = vu_stop_vring(&d->vu, q, &base);
+		if (!err)
+			err = ring_drain(d, q, base);
+	}
 	if (err)
 		pv_log(d, "stopping the back end's rings: %s", strerror(-err));
 	else
@@ -537,6 +608,7 @@ static int rings_start(struct pv_dev *d, const struct pcinet_vhost_drv *s)
 			pv_log(d, "queue %u: bad num %u or not ready", q, num);
 			return -EINVAL;
 		}
+		d->num[q] = num;
 	}
 	for (q = 0; q < d->nr_vq; q++) {
 		if (v->vq[q].used_off < v->drv_span_off ||
@@ -651,7 +723,7 @@ static void drv_step(struct pv_dev *d)
 			       drv_gen ? ", a new one registered" : "");
 		else
 			pv_log(d, "driver 0x%08x registered", drv_gen);
-		if (session_reset(d) && be_renew(d, "GET_VRING_BASE failed"))
+		if (session_reset(d) && be_renew(d, "stopping its rings failed"))
 			return;
 		d->drv_gen = drv_gen;
 		d->answered = false;
