@@ -85,6 +85,13 @@ Cases:
                       after the rings were stopped, into the new
                       session ("used idx ahead of the requests in
                       flight: unplugging" on b)
+  vhost-wedge-heals      the same throttled back end holds a write past
+                      the board's 10 s wedge check: b unplugs the
+                      device with an error; pcinet-vhost sees it (GET_DRV
+                      reports the error with no driver), replaces the
+                      back end and offers anew: /dev/vda back by itself
+                      within 20 s, data intact.  Failed before ("/dev/vda
+                      back by itself not within 20s")
 """
 
 import atexit
@@ -487,6 +494,55 @@ def _(t):
         h.expect(back == pat, f'b reads {back}, written {pat}')
         img = tv.a_sha(t, PAT_OFF_MIB, PAT_MIB)
         h.expect(img == pat, f'the image has {img}, written {pat}')
+        rc = tv.vhost_stop(t)
+        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+        h.unload(t.a, 10)
+        h.unload(t.b, 10)
+    finally:
+        tv.vhost_cleanup(t)
+
+
+@h.case('vhost-wedge-heals', fresh=True)
+def _(t):
+    """A write held in a's back end past the board's wedge timeout: the
+    board unplugs the device with an error and registers that dev_gen no
+    more; pcinet-vhost must see why (GET_DRV's error with no driver) and
+    offer the device anew: /dev/vda comes back by itself, nothing on
+    either side touched.  Before: the disk stayed away until pcinet-vhost
+    or b's module was restarted."""
+    try:
+        out = tv.started(
+            t, prep="cat >/tmp/qsd-throttled <<'EOS'\n" + THROTTLED_QSD +
+            'EOS\nchmod 755 /tmp/qsd-throttled; '
+            f'dd if=/dev/urandom of=/tmp/pat bs=1M count={PAT_MIB} '
+            f'2>/dev/null && dd if=/tmp/pat of={tv.IMG} bs=1M '
+            f'seek={PAT_OFF_MIB} conv=notrunc 2>/dev/null && '
+            'sha256sum </tmp/pat', env='PCINET_QSD=/tmp/qsd-throttled')
+        pat = out.strip().split()[0]
+        tv.wait_vda(t)
+        n0 = int(t.b.run(B_WRITES).strip() or 0)
+        t.b.run('rm -f /tmp/dd.rc; ' + LONG_DD.replace('urandom', 'zero'))
+        t.b.wait_until(f'[ "$({B_WRITES})" -gt {n0} ]', 10 * SLOW,
+                       what="the dd's first write done",
+                       show='cat /tmp/dd.log /proc/diskstats')
+        # the second write is held (16 s): the board's 10 s wedge check
+        took = t.b.wait_until('dmesg | grep -q "virtio slot .*unplugged"',
+                              20 * SLOW, what='the wedged device unplugged',
+                              show='dmesg | tail -n 5')
+        h.info(f'b unplugged the wedged device {took:.1f} s after the write')
+        t.b.wait_until('[ -s /tmp/dd.rc ]', 10 * SLOW, what='the dd ends',
+                       show='cat /tmp/dd.log')
+        back = t.b.wait_until('[ -b /dev/vda ] && '
+                              f'dd if=/dev/vda of=/dev/null bs=4k count=1 '
+                              '2>/dev/null', 20 * SLOW,
+                              what='/dev/vda back by itself',
+                              show='dmesg | tail -n 5')
+        h.info(f'/dev/vda back {back:.1f} s after the unplug')
+        log = t.a.run(f'cat {tv.LOG}')
+        h.expect('the board dropped dev_gen' in log,
+                 'pcinet-vhost did not see the drop:\n' + log[-1000:])
+        got = tv.b_sha(t, PAT_OFF_MIB, PAT_MIB)
+        h.expect(got == pat, f'b reads {got}, written {pat}')
         rc = tv.vhost_stop(t)
         h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
         h.unload(t.a, 10)

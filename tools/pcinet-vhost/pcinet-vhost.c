@@ -734,6 +734,17 @@ static void drv_step(struct pv_dev *d)
 		    be_renew(d, "virtiofsd serves one driver session"))
 			return;
 	}
+	if (!drv_gen && s.error) {
+		/*
+		 * The board dropped or refused this dev_gen (wedged queue,
+		 * protocol error, no answer in time) and registers it no
+		 * more: a fresh back end and a new offer, as after a crash.
+		 */
+		pv_log(d, "the board dropped dev_gen 0x%08x (error %u): offering the device again",
+		       d->dev.dev_gen, s.error);
+		be_lost(d, "dropped by the board");
+		return;
+	}
 	if (!drv_gen || (d->answered && s.status_seq == d->seq))
 		return;
 	err = answer(d, &s);

@@ -975,6 +975,7 @@ static long pcinet_vhost_get_drv(struct pcinet_vhost_file *f, void __user *arg)
 	unsigned long flags;
 	u32 seq, cseq, inst;
 	unsigned int q;
+	bool mine;
 	long err;
 
 	r = kzalloc(sizeof(*r) + sizeof(*ds), GFP_KERNEL);
@@ -998,8 +999,8 @@ static long pcinet_vhost_get_drv(struct pcinet_vhost_file *f, void __user *arg)
 	cseq = le32_to_cpu(pcinet_load_acquire(&w->config_seq));
 	memcpy(ds, w, sizeof(*ds));
 	inst = pcinet_vhost_peer_inst(vh);
-	r->valid = inst && ds->drv_gen &&
-		   le32_to_cpu(ds->dev_gen) == s->dev_gen;
+	mine = inst && le32_to_cpu(ds->dev_gen) == s->dev_gen;
+	r->valid = mine && ds->drv_gen;
 	r->peer_inst = inst;
 	r->events = vh->events;
 	WRITE_ONCE(f->seen, r->events);
@@ -1021,6 +1022,10 @@ static long pcinet_vhost_get_drv(struct pcinet_vhost_file *f, void __user *arg)
 			r->vq[q].notify = le32_to_cpu(ds->vq[q].notify);
 		}
 		memcpy(r->config, ds->config, sizeof(r->config));
+	} else if (mine) {
+		/* No driver: why the board dropped or refused our device */
+		r->dev_gen = le32_to_cpu(ds->dev_gen);
+		r->error = le32_to_cpu(ds->error);
 	}
 	err = copy_to_user(arg, r, sizeof(*r)) ? -EFAULT : 0;
 out:

@@ -182,7 +182,8 @@ struct pcinet_vhost_vqstate {
  * @features: out: the driver's features (valid with FEATURES_OK)
  * @config_seq: out: bumped on every configuration write
  * @error: out: PCINET_VIO_ERR_* why the driver refused or dropped the
- *	device
+ *	device; also with @valid 0 (then only @dev_gen and @error are set):
+ *	the board will not register that @dev_gen again, so offer anew
  * @peer_inst: out: the peer's virtio instance
  * @events: out: the control file's event count this snapshot covers
  * @config_dirty: out: bit n: the driver wrote byte n of @config
