@@ -150,6 +150,15 @@ def vhost_stop(t):
     return int(t.a.run('cat /tmp/pcinet-vhost.rc').strip())
 
 
+def finish(t, timeout=10):
+    """The end of a case: pcinet-vhost stops cleanly on SIGTERM (exit 0,
+    its devices withdrawn), then both sides' pcinet unloads."""
+    rc = vhost_stop(t)
+    h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
+    h.unload(t.a, timeout)
+    h.unload(t.b, timeout)
+
+
 def vhost_cleanup(t):
     """Whatever is left of pcinet-vhost and its back ends; its log."""
     try:
@@ -287,10 +296,7 @@ def _(t):
         got = t.a.run('sha256sum /tmp/share/from-b').split()[0]
         h.expect(got == b_pat, f'a reads {got}, b wrote {b_pat}')
         t.b.run('umount /mnt', timeout=30)
-        rc = vhost_stop(t)
-        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
-        h.unload(t.a, 10)
-        h.unload(t.b, 10)
+        finish(t)
     finally:
         vhost_cleanup(t)
 
@@ -311,10 +317,7 @@ def _(t):
         wait_vda(t)
         back = b_sha(t, 1, 1)
         h.expect(back == pat, f'after the restart: {back}, written {pat}')
-        rc = vhost_stop(t)
-        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
-        h.unload(t.a, 10)
-        h.unload(t.b, 10)
+        finish(t)
     finally:
         vhost_cleanup(t)
 
@@ -359,10 +362,7 @@ def _(t):
         h.load(t.b)
         vhost_start(t, f'--blk {IMG}')
         wait_vda(t)
-        rc = vhost_stop(t)
-        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
-        h.unload(t.a, 10)
-        h.unload(t.b, 10)
+        finish(t)
     finally:
         vhost_cleanup(t)
 
@@ -450,10 +450,7 @@ def _(t):
         h.expect(back == pat, f'after the cycles: {back}, written {pat}')
         img = a_sha(t, 1, 1)
         h.expect(img == pat, f"a's image {img}, written {pat}")
-        rc = vhost_stop(t)
-        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
-        h.unload(t.a, 10)
-        h.unload(t.b, 10)
+        finish(t)
     finally:
         vhost_cleanup(t)
 
@@ -591,10 +588,7 @@ def _(t):
                    'fs /tmp/share share'])
         b_mount_share(t, a_pat)
         t.b.run('umount /mnt', timeout=30)
-        rc = vhost_stop(t)
-        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
-        h.unload(t.a, 10)
-        h.unload(t.b, 10)
+        finish(t)
     finally:
         vhost_cleanup(t)
 

@@ -240,10 +240,7 @@ def _(t):
         a_prepare(t)
         tv.wait_vda(t, 60 * SLOW)
         check_data(t, pat, 'after a was booted again')
-        rc = tv.vhost_stop(t)
-        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
-        h.unload(t.a, 10)
-        h.unload(t.b, 10)
+        tv.finish(t)
     finally:
         if t.a.alive():
             tv.vhost_cleanup(t)
@@ -309,10 +306,7 @@ def _(t):
                  t.a.run(f'tail -n 5 {tv.LOG}'))
         io_loop_stop(t)
         check_data(t, pat, 'after SIGCONT')
-        rc = tv.vhost_stop(t)
-        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
-        h.unload(t.a, 10)
-        h.unload(t.b, 10)
+        tv.finish(t)
     finally:
         if t.a.alive():
             t.a.kill(signal.SIGCONT)
@@ -358,10 +352,7 @@ def _(t):
         tv.io_wait_ok(t, 'after insmod and restart on a')
         io_loop_stop(t)
         check_data(t, pat, 'after the reload on a')
-        rc = tv.vhost_stop(t)
-        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
-        h.unload(t.a, 10)
-        h.unload(t.b, 10)
+        tv.finish(t)
     finally:
         tv.vhost_cleanup(t)
 
@@ -401,10 +392,7 @@ def _(t):
                'the bind')
         io_loop_stop(t)
         check_data(t, pat, 'after unbind and bind on a')
-        rc = tv.vhost_stop(t)
-        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
-        h.unload(t.a, 10 * SLOW)
-        h.unload(t.b, 10 * SLOW)
+        tv.finish(t, 10 * SLOW)
     finally:
         tv.vhost_cleanup(t)
 
@@ -426,27 +414,35 @@ B_WRITES = 'awk \'$3 == "vda" {print $8}\' /proc/diskstats'
 HELD_S = 22
 
 
+def held_write(t):
+    """test_vhost.py's rig with qemu-storage-daemon's writes throttled to
+    4 KiB/s (THROTTLED_QSD) and a PAT_MIB MiB pattern in a's image at
+    PAT_OFF_MIB; a dd started on b; returns, with the pattern's sha256,
+    once the dd's first 64 KiB write passed the throttle: its second is
+    held (HELD_S)."""
+    out = tv.started(
+        t, prep="cat >/tmp/qsd-throttled <<'EOS'\n" + THROTTLED_QSD +
+        'EOS\nchmod 755 /tmp/qsd-throttled; '
+        f'dd if=/dev/urandom of=/tmp/pat bs=1M count={PAT_MIB} '
+        f'2>/dev/null && dd if=/tmp/pat of={tv.IMG} bs=1M '
+        f'seek={PAT_OFF_MIB} conv=notrunc 2>/dev/null && '
+        'sha256sum </tmp/pat', env='PCINET_QSD=/tmp/qsd-throttled')
+    tv.wait_vda(t)
+    n0 = int(t.b.run(B_WRITES).strip() or 0)
+    t.b.run('rm -f /tmp/dd.rc; ' + LONG_DD.replace('urandom', 'zero'))
+    t.b.wait_until(f'[ "$({B_WRITES})" -gt {n0} ]', 10 * SLOW,
+                   what="the dd's first write done",
+                   show='cat /tmp/dd.log /proc/diskstats')
+    return out.strip().split()[0]
+
+
 @h.case('vhost-reset-in-flight', fresh=True)
 def _(t):
     """A write held in a's back end when b's transport goes and comes
     back (rmmod, insmod): none of its completion may reach the next
     session's used ring (design.md, virtio open question 11)."""
     try:
-        out = tv.started(
-            t, prep="cat >/tmp/qsd-throttled <<'EOS'\n" + THROTTLED_QSD +
-            'EOS\nchmod 755 /tmp/qsd-throttled; '
-            f'dd if=/dev/urandom of=/tmp/pat bs=1M count={PAT_MIB} '
-            f'2>/dev/null && dd if=/tmp/pat of={tv.IMG} bs=1M '
-            f'seek={PAT_OFF_MIB} conv=notrunc 2>/dev/null && '
-            'sha256sum </tmp/pat', env='PCINET_QSD=/tmp/qsd-throttled')
-        pat = out.strip().split()[0]
-        tv.wait_vda(t)
-        n0 = int(t.b.run(B_WRITES).strip() or 0)
-        t.b.run('rm -f /tmp/dd.rc; ' + LONG_DD.replace('urandom', 'zero'))
-        # the first 64 KiB write passed the throttle, the second is held
-        t.b.wait_until(f'[ "$({B_WRITES})" -gt {n0} ]', 10 * SLOW,
-                       what="the dd's first write done",
-                       show='cat /tmp/dd.log /proc/diskstats')
+        pat = held_write(t)
         t0 = time.monotonic()
         t.b.run('[ ! -s /tmp/dd.rc ] || { cat /tmp/dd.log; false; }')
         mark = int(t.a.run(f'wc -c <{tv.LOG}').strip())
@@ -494,10 +490,7 @@ def _(t):
         h.expect(back == pat, f'b reads {back}, written {pat}')
         img = tv.a_sha(t, PAT_OFF_MIB, PAT_MIB)
         h.expect(img == pat, f'the image has {img}, written {pat}')
-        rc = tv.vhost_stop(t)
-        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
-        h.unload(t.a, 10)
-        h.unload(t.b, 10)
+        tv.finish(t)
     finally:
         tv.vhost_cleanup(t)
 
@@ -511,20 +504,7 @@ def _(t):
     either side touched.  Before: the disk stayed away until pcinet-vhost
     or b's module was restarted."""
     try:
-        out = tv.started(
-            t, prep="cat >/tmp/qsd-throttled <<'EOS'\n" + THROTTLED_QSD +
-            'EOS\nchmod 755 /tmp/qsd-throttled; '
-            f'dd if=/dev/urandom of=/tmp/pat bs=1M count={PAT_MIB} '
-            f'2>/dev/null && dd if=/tmp/pat of={tv.IMG} bs=1M '
-            f'seek={PAT_OFF_MIB} conv=notrunc 2>/dev/null && '
-            'sha256sum </tmp/pat', env='PCINET_QSD=/tmp/qsd-throttled')
-        pat = out.strip().split()[0]
-        tv.wait_vda(t)
-        n0 = int(t.b.run(B_WRITES).strip() or 0)
-        t.b.run('rm -f /tmp/dd.rc; ' + LONG_DD.replace('urandom', 'zero'))
-        t.b.wait_until(f'[ "$({B_WRITES})" -gt {n0} ]', 10 * SLOW,
-                       what="the dd's first write done",
-                       show='cat /tmp/dd.log /proc/diskstats')
+        pat = held_write(t)
         # the second write is held (16 s): the board's 10 s wedge check
         took = t.b.wait_until('dmesg | grep -q "virtio slot .*unplugged"',
                               20 * SLOW, what='the wedged device unplugged',
@@ -543,10 +523,7 @@ def _(t):
                  'pcinet-vhost did not see the drop:\n' + log[-1000:])
         got = tv.b_sha(t, PAT_OFF_MIB, PAT_MIB)
         h.expect(got == pat, f'b reads {got}, written {pat}')
-        rc = tv.vhost_stop(t)
-        h.expect(rc == 0, f'pcinet-vhost exited {rc} on SIGTERM')
-        h.unload(t.a, 10)
-        h.unload(t.b, 10)
+        tv.finish(t)
     finally:
         tv.vhost_cleanup(t)
 

@@ -356,6 +356,13 @@ def scribble(t, regions, secs, rate=RATE, mode='random'):
         time.sleep(0.05)
 
 
+def pattern_written(t):
+    """The pattern's background dd (/tmp/pat.rc) ended, successfully."""
+    t.a.wait_until('[ -e /tmp/pat.rc ]', 120, what='the pattern written')
+    h.expect(t.a.run('cat /tmp/pat.rc').strip() == '0',
+             'writing the pattern failed: ' + t.a.run('cat /tmp/pat.log'))
+
+
 @h.case('virtio-net-reset', fresh=True)
 def _(t):
     """The net and tty rings scribbled under traffic both ways and a dd:
@@ -396,10 +403,7 @@ def _(t):
         rc, _ = dd_end(t, 300, 'after the ring faults')
         h.expect(rc == 0, 'the dd failed across link resets:\n'
                  + t.a.run('cat /tmp/dd.log'))
-        t.a.wait_until('[ -e /tmp/pat.rc ]', 120, what='the pattern written')
-        h.expect(t.a.run('cat /tmp/pat.rc').strip() == '0',
-                 'writing the pattern failed: '
-                 + t.a.run('cat /tmp/pat.log'))
+        pattern_written(t)
         after = ring_faults(t)
         seen = {k: after[k] - before[k] for k in after}
         h.info('during the dd: ' + ', '.join(f'{k} {v}'
@@ -648,10 +652,7 @@ def _(t):
                                       'tail -n 8'))
         h.expect(rc == 0, 'the dd failed across the scribbles:\n'
                  + t.a.run('cat /tmp/dd.log'))
-        t.a.wait_until('[ -e /tmp/pat.rc ]', 120, what='the pattern written')
-        h.expect(t.a.run('cat /tmp/pat.rc').strip() == '0',
-                 'writing the pattern failed: '
-                 + t.a.run('cat /tmp/pat.log'))
+        pattern_written(t)
         back = guest_sha(t, PAT_OFF, PAT_MIB)
         h.expect(back == pat, f'read back {back}, written {pat}')
         h.expect(peer.image_sha(PAT_OFF, PAT_MIB) == pat,
