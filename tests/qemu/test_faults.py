@@ -328,12 +328,12 @@ def _(t):
 @h.case('peer-cycles')
 def _(t):
     """One peer killed (-9, then booted again), frozen (SIGSTOP, SIGCONT)
-    or its driver reloaded, in turn, 60 times (12 on the debug kernel)
+    or its driver reloaded, in turn, 60 times (6 on the debug kernel)
     under bulk TCP and tty traffic: the other side's link comes back every
     time, the other side's driver still unloads (nothing held) and, on the
     debug kernel, kmemleak finds nothing there."""
     up(t)
-    n = h.scaled(60, debug_div=5)	# ~5 s a cycle; ~20 s on debug
+    n = h.scaled(60, debug_div=10)	# ~5 s a cycle; ~20 s on debug
     took = {'kill': [], 'stop': [], 'reload': []}
     for i in range(n):
         start_traffic(t)
