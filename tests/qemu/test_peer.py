@@ -585,12 +585,27 @@ def flood_start(t, peer, secs):
 
 
 def flood_stop(t, flood):
-    t.a.run('kill $(cat /tmp/flood.pid) 2>/dev/null; '
-            'killall socat >/dev/null 2>&1; true')
+    """Stop flood_start()'s senders: the guest's (unless t is None: a
+    case's clean-up, the guest may be gone) and this machine's."""
+    if t is not None:
+        t.a.run('kill $(cat /tmp/flood.pid) 2>/dev/null; '
+                'killall socat >/dev/null 2>&1; true')
     for p in flood:
         p.kill()
         p.wait()
     flood.clear()
+
+
+def works_then_unloads(t, peer):
+    """After a hostile peer: pings both ways, 16 MiB guest->peer intact,
+    the peer still running, and nothing the garbage did keeps the guest's
+    module busy (it unloads; the peer sees the guest go)."""
+    ping_both(t, peer)
+    dt = tcp_to_peer(t, peer, 16)
+    h.info('16 MiB guest->peer intact afterwards (%.1f MiB/s)' % (16 / dt))
+    peer.expect_alive()
+    h.unload(t.a)
+    peer.wait('down', 5)
 
 
 def hostile_window(t, peer, secs):
@@ -658,18 +673,9 @@ def _(t):
                       '|| true').strip()
         h.info(f'guest: {bad} pcinet messages about bad data/resets')
         flood_stop(t, flood)
-        ping_both(t, peer)
-        dt = tcp_to_peer(t, peer, 16)
-        h.info('16 MiB guest->peer intact after the garbage (%.1f MiB/s)'
-               % (16 / dt))
-        peer.expect_alive()
-        # nothing the garbage did keeps the module busy
-        h.unload(t.a)
-        peer.wait('down', 5)
+        works_then_unloads(t, peer)
     finally:
-        for p in flood:
-            p.kill()
-            p.wait()
+        flood_stop(None, flood)
         peer.close()
 
 
@@ -756,17 +762,10 @@ def _(t):
                f'{fwd} forwarded; '
                f'link ups {int(c.get("ups", 0)) - ups} (1: the restart '
                f'after the window), healed in {healed:.2f}s')
-        ping_both(t, peer)
         tty_all_bytes(t, peer)
-        dt = tcp_to_peer(t, peer, 16)
-        h.info('16 MiB guest->peer intact afterwards (%.1f MiB/s)' % (16 / dt))
-        peer.expect_alive()
-        h.unload(t.a)
-        peer.wait('down', 5)
+        works_then_unloads(t, peer)
     finally:
-        for p in flood:
-            p.kill()
-            p.wait()
+        flood_stop(None, flood)
         peer.close()
         if t.a.alive():
             t.a.run('echo 0 >/proc/sys/net/ipv4/ip_forward; ip route del '
