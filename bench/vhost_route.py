@@ -26,9 +26,10 @@ job), with the board's CPU and interrupts per I/O over a window inside each
 run.  Besides, per run:
   - guest a's CPU busy seconds (its /proc/stat, over the board's window
     by a sampler of its own) per GB for the sequential jobs, and both
-    guests' busy share of the window: the host's kernel and
-    the serving processes (pcinet-vhost's data path is a's kernel;
-    qemu-storage-daemon either way; TCP/IP and the net channel for NBD);
+    guests' busy share of the window: qemu-storage-daemon either way (for
+    virtio it serves the window's pools itself through the memory file:
+    no data path in a's kernel or in pcinet-vhost), TCP/IP and the net
+    channel in a's kernel for NBD;
   - this machine's CPU seconds per GB: both QEMU processes' utime+stime
     over the run: under TCG on a shared machine, the host guest's vCPU is
     part of what each route costs.
