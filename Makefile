@@ -13,7 +13,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 SRC := $(TOP)/drivers/net/pcinet
 KBUILD_ARGS = -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
 
-.PHONY: all module debug-kernel debug-module fabric unit setup check demo chassis bench bench-storage bench-scale bench-chassis bench-virtio soak \
+.PHONY: all module debug-kernel debug-module fabric unit setup check demo chassis bench bench-storage bench-scale bench-chassis bench-virtio bench-vhost soak \
 	style sparse w1 w1-6.1 w1-6.12 gates install dkms clean
 
 all: module fabric
@@ -110,6 +110,13 @@ bench-chassis:
 # bench/results/virtio.{json,md}
 bench-virtio:
 	$(TOP)/scripts/bench.sh --only virtio
+
+# Stage 3, the route users deploy: the board's virtio disk served by
+# pcinet-vhost + qemu-storage-daemon in a host guest on the same fabric,
+# against NBD over pcinet0 from the same daemon there (two guests, ~10 min):
+# bench/results/vhost.{json,md}
+bench-vhost:
+	$(TOP)/scripts/bench.sh --only vhost
 
 # Traffic and faults of every kind for MINUTES (default 10) on the debug
 # kernel (KERNEL=debian for Debian's): see tests/qemu/soak.py.

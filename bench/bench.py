@@ -65,6 +65,11 @@ label, for both.  Progress goes to stdout.  Usage:
                                        results/scale.json, scale.md, scale.png)
     python3 bench/bench.py --only chassis   (the chassis section alone, ~1.5 min:
                                        results/chassis.json and chassis.md)
+    python3 bench/bench.py --only vhost     (stage 3: virtio-blk served by
+                                       pcinet-vhost in a host guest against
+                                       NBD over pcinet0 from that guest;
+                                       results/vhost.json and vhost.md;
+                                       bench/vhost_route.py)
     python3 bench/bench.py --only virtio    (virtio-blk over pcinet against NBD
                                        over pcinet0 with QEMU's own virtio-blk
                                        as reference, virtio-fs over pcinet
@@ -1447,29 +1452,46 @@ def chassis_main(args, meta, out):
     return 1 if sec['errors'] or sec['splats'] else 0
 
 
+def route_main(args, meta, out, name, measure, heads):
+    """bench.py --only NAME for a section measured by measure(args,
+    progress, fig): OUT/NAME.json and .md; its ratios (heads: section key
+    -> what the ratio is, the key '' for the section's own) echoed."""
+    sec = {'figures': {}, 'ratios': {}, 'runs': [], 'errors': ['interrupted'],
+           'splats': [], 'guest': {}}
+    try:
+        sec = measure(args, progress, fig)
+    except KeyboardInterrupt:
+        progress('interrupted')
+    meta['load_end'] = ', '.join(f'{x:.2f}' for x in os.getloadavg())
+    meta['run_time_min'] = (time.monotonic() - T0) / 60
+    write_section(out, meta, name, sec)
+    for key, what in heads.items():
+        ratios = (sec.get(key) or {}).get('ratios', {}) if key else sec['ratios']
+        for fname, r in ratios.items():
+            progress(f"  {what} {fname}: {r['ratio']:.2f} (target "
+                     f"{'>=' if r['how'] == 'min' else '<='} {r['goal']}: "
+                     f"{'met' if r['met'] else 'not met'})")
+    progress(f"done in {meta['run_time_min']:.1f} min: {out / f'{name}.md'}"
+             + (f"; {len(sec['errors'])} errors" if sec['errors'] else ''))
+    return 1 if sec['errors'] or sec['splats'] else 0
+
+
 def virtio_main(args, meta, out):
     """bench.py --only virtio: the virtio disk and folder over pcinet
     against NBD and 9P over pcinet0, served by this machine, and QEMU's
     own virtio-blk disk (bench/virtio_route.py)."""
     import virtio_route as VR
-    sec = {'figures': {}, 'ratios': {}, 'runs': [], 'errors': ['interrupted'],
-           'splats': [], 'guest': {}}
-    try:
-        sec = VR.virtio_bench(args, progress, fig)
-    except KeyboardInterrupt:
-        progress('interrupted')
-    meta['load_end'] = ', '.join(f'{x:.2f}' for x in os.getloadavg())
-    meta['run_time_min'] = (time.monotonic() - T0) / 60
-    write_section(out, meta, 'virtio', sec)
-    for what, ratios in (('virtio / NBD', sec['ratios']),
-                         ('virtio-fs / 9P', sec.get('fs', {}).get('ratios', {}))):
-        for name, r in ratios.items():
-            progress(f"  {what} {name}: {r['ratio']:.2f} (target "
-                     f"{'>=' if r['how'] == 'min' else '<='} {r['goal']}: "
-                     f"{'met' if r['met'] else 'not met'})")
-    progress(f"done in {meta['run_time_min']:.1f} min: {out / 'virtio.md'}"
-             + (f"; {len(sec['errors'])} errors" if sec['errors'] else ''))
-    return 1 if sec['errors'] or sec['splats'] else 0
+    return route_main(args, meta, out, 'virtio', VR.virtio_bench,
+                      {'': 'virtio / NBD', 'fs': 'virtio-fs / 9P'})
+
+
+def vhost_main(args, meta, out):
+    """bench.py --only vhost: the board's virtio disk served by
+    pcinet-vhost in a host guest against NBD over pcinet0 from the same
+    guest (stage 3, bench/vhost_route.py)."""
+    import vhost_route as VH
+    return route_main(args, meta, out, 'vhost', VH.vhost_bench,
+                      {'': 'virtio / NBD'})
 
 
 # --------------------------------------------------------------------------
@@ -1572,7 +1594,8 @@ def main(argv=None):
                     default=list(F.SCALE_NS),
                     help='the scaling section\'s numbers of links, comma-separated '
                     f'(default {",".join(map(str, F.SCALE_NS))})')
-    ap.add_argument('--only', choices=('storage', 'scale', 'chassis', 'virtio'),
+    ap.add_argument('--only', choices=('storage', 'scale', 'chassis', 'virtio',
+                                       'vhost'),
                     help='measure one section only; its results go to OUT/<section>.json '
                     'and .md (latest.* stay as they are)')
     ap.add_argument('--skip', action='append', default=[],
@@ -1614,6 +1637,8 @@ def main(argv=None):
         return chassis_main(args, meta, out)
     if args.only == 'virtio':
         return virtio_main(args, meta, out)
+    if args.only == 'vhost':
+        return vhost_main(args, meta, out)
     bench = Bench(args)
     rc = 0
     try:

@@ -228,7 +228,12 @@ def make_tree_tar(out):
 
 class Route:
     """The board, pcinet-peer --blk --fs, the NBD daemon and diod; the
-    fio runs and the folder tests."""
+    fio runs and the folder tests.  A subclass with its own up() and
+    down() reuses fio() (bench/vhost_route.py): TARGETS names its disks,
+    TCP those whose doorbells the board rings per I/O."""
+
+    TARGETS = TARGETS
+    TCP = ('nbd_peer', 'ninep_peer')
 
     def __init__(self, args, progress):
         self.args = args
@@ -423,18 +428,25 @@ class Route:
         irq = 'virq' if target == 'vblk_qemu' else 'irq'
         irqs = (s1[irq] - s0[irq]) / ios
         raw.setdefault((target, f'{job}_irqs_per_io'), []).append(irqs)
-        if target in ('nbd_peer', 'ninep_peer'):
+        if target in self.TCP:
             raw.setdefault((target, f'{job}_doorbells_per_io'), []).append(
                 (s1['db'] - s0['db']) / ios)
         return irqs
+
+    def window(self):
+        """The counters' window inside a fio run from its start: (seconds
+        to the first sample, seconds to the second), fio's start and ramp
+        left out."""
+        secs = self.args.storage_secs
+        w0 = math.ceil(self.fio_start + FIO_RAMP + 0.3)
+        return (w0, max(1, int(self.fio_start + FIO_RAMP + secs - 0.3 - w0)))
 
     def fio(self, target, job, rep):
         a = self.a
         fn = self.dev[target]
         _, fargs = F.FIO_JOBS[job]
         secs = self.args.storage_secs
-        w0 = math.ceil(self.fio_start + FIO_RAMP + 0.3)
-        win = (w0, max(1, int(self.fio_start + FIO_RAMP + secs - 0.3 - w0)))
+        win = self.window()
         sampler = (f'rm -f /tmp/s0 /tmp/s1; (sleep {win[0]}; {SNAP} >/tmp/s0; '
                    f'sleep {win[1]}; {SNAP} >/tmp/s1.t; mv /tmp/s1.t /tmp/s1) '
                    '>/dev/null 2>&1 &')
@@ -462,7 +474,7 @@ class Route:
              'doorbells': s1['db'] - s0['db']}
         self.runs.append(r)
         irqs = self.per_io(self.raw, target, job, s0, s1, ios)
-        tl = TARGETS[target][:40]
+        tl = self.TARGETS[target][:40]
         if job.startswith('seq_'):
             mbs = d['bw_bytes'] / 1e6
             board = r['board_busy_s'] / (d['bw_bytes'] * window / 1e9)

@@ -13,6 +13,9 @@
 #   scripts/bench.sh --only chassis   the chassis section alone (make bench-chassis)
 #   scripts/bench.sh --only virtio    the virtio disk against NBD, from this
 #                                     machine (make bench-virtio)
+#   scripts/bench.sh --only vhost     stage 3: the virtio disk served by
+#                                     pcinet-vhost in a host guest against
+#                                     NBD from it (make bench-vhost)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -27,6 +30,9 @@ make -s module fabric >/dev/null
 make -s -C tools/testing/pcinet pcinet-memcpy pcinet-ttyperf pcinet-poke >/dev/null
 # pcinet-peer: the other side of each link of the scaling section
 make -s -C tools/pcinet-peer pcinet-peer >/dev/null
+# pcinet-vhost: the host guest's side of the stage-3 section (mkinitramfs.sh
+# puts it and qemu-storage-daemon in when it is built)
+make -s -C tools/pcinet-vhost pcinet-vhost >/dev/null
 
 echo "== bench"
 exec python3 bench/bench.py "$@"
