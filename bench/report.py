@@ -188,9 +188,17 @@ def virtio_md(R, w):
       'vCPU too).')
     w('- interrupts per I/O: the board\'s pcinet vectors in /proc/interrupts over the CPU '
       'window, divided by fio\'s I/Os in it (the doorbells the host rang; the reference: '
-      'its virtio-pci request vectors); doorbells per I/O: the net channel\'s doorbells '
-      'the board rang (ethtool -S), NBD and 9P only: the virtio transport\'s kicks have '
-      'no counter.\n')
+      'its virtio-pci request vectors).')
+    w('- doorbells per I/O, over the same window: the link\'s counters on the board '
+      '(`/sys/class/net/pcinet0/device/doorbells/`) for the route\'s channel. '
+      'board→host: virtio-blk and virtio-fs `virtio_rung` (the transport\'s kicks), NBD '
+      'and 9P `net_rung` (= ethtool -S `tx_doorbells` + `rx_space_doorbells`); '
+      'host→board, received by the board: `virtio_received` (the back end\'s calls, '
+      'pcinet-peer\'s status doorbells), `net_received`. None for the reference: no guest '
+      'counter sees a virtio-pci notify. host: the kicks pcinet-peer forwarded to the '
+      'back end (its status file, `vio_kicks`), over the whole fio run at fio\'s mean '
+      'rate (as the host CPU); the back end\'s calls ring the board without pcinet-peer, '
+      'so the board\'s count is the only one of them.\n')
     ratio_table(w, sec, 'virtio / NBD')
     w('Targets (issue 10): virtio ≥ 1.5× NBD in MB/s and IOPS, ≤ 0.7× its iodepth-1 '
       'latency. Under TCG the board\'s vCPU is the bottleneck of every route, so the '
@@ -237,7 +245,9 @@ def virtio_md(R, w):
       'asks the server.')
     w('- board CPU: busy seconds from /proc/stat per GB from fio\'s exec_prerun to its '
       'exec_postrun; host CPU: utime+stime of pcinet-peer and virtiofsd, or pcinet-peer '
-      'and diod, over the whole run, per GB moved; per I/O: as for the disk.\n')
+      'and diod, over the whole run, per GB moved; per I/O: as for the disk, over the '
+      'same exec_prerun-to-exec_postrun window, divided by fio\'s I/Os (pcinet-peer\'s '
+      'kicks: over the whole run).\n')
     ratio_table(w, fs, 'virtio-fs / 9P')
     w('Targets (issue 10): virtio-fs ≥ 1.5× 9P in MB/s and IOPS; tar and the metadata '
       'phases: a lower time (ratio ≤ 1). Both routes cost the board one request per '

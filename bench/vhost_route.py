@@ -99,10 +99,16 @@ class VhostRoute(VR.Route):
 
     TARGETS = TARGETS
     TCP = ('nbd_vhost',)
+    DB_CHAN = {'vblk_vhost': 'dbv', 'nbd_vhost': 'dbn'}
 
     def __init__(self, args, progress):
         super().__init__(args, progress)
         self.host = self.a = None
+
+    def host_counts(self, target):
+        """No pcinet-peer here: a's side of the doorbells is its kernel's
+        (not sampled); the board's counters are in the per-I/O rows."""
+        return None
 
     def up(self):
         if not os.access(TV.VHOST, os.X_OK):

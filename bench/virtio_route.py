@@ -49,9 +49,21 @@ Besides fio's own figures, per run:
     (QEMU's process is the board's vCPU too);
   - the board's interrupts per I/O over the same window as its CPU:
     every pcinet vector of /proc/interrupts (the doorbells the host
-    rang), or for QEMU's disk its virtio-pci vectors; and for the TCP
-    routes the doorbells the board rang (ethtool -S pcinet0); virtio's
-    kicks have no counter in the driver.
+    rang), or for QEMU's disk its virtio-pci vectors;
+  - doorbells per I/O over the same window, from the link's counters on
+    the board (/sys/class/net/pcinet0/device/doorbells/): those the board
+    rang toward the host (board->host: virtio_rung for the virtio routes,
+    its kicks; net_rung for NBD and 9P, which is ethtool -S pcinet0's
+    tx_doorbells + rx_space_doorbells, also kept in the runs) and those
+    it received (host->board: virtio_received, the back end's calls and
+    pcinet-peer's own status doorbells; net_received); none for QEMU's
+    disk, whose notifies no guest counter sees;
+  - for the virtio routes, the kicks pcinet-peer forwarded to the back
+    end per I/O, from its status file before and after the whole fio run
+    (like the host CPU), with the doorbells it received on the virtio
+    vector (the board's virtio_rung seen from the other end) in the runs.
+    The back end's calls ring the board without pcinet-peer: the board's
+    count is the only one.
 """
 
 import json
@@ -93,7 +105,14 @@ TOPOLOGY = dict(machines=('a',), links=[('a',)], fabric_size='64M',
                 fabric_vio='8M', vectors=4)
 PER_IO = (('irqs', 'board interrupts (pcinet vectors; QEMU\'s disk: its '
            'virtio-pci vectors)'),
-          ('doorbells', 'board doorbells (net channel, ethtool)'))
+          ('db_out', 'board→host doorbells (the route\'s channel: virtio, '
+           'or net for NBD/9P)'),
+          ('db_in', 'host→board doorbells the board received (likewise)'),
+          ('host_kicks', 'host: kicks pcinet-peer forwarded to the back end'))
+# the route's channel in the board's doorbells/ (none: QEMU's disk)
+DB_CHAN = {'vblk_peer': 'dbv', 'vfs_peer': 'dbv', 'nbd_peer': 'dbn',
+           'ninep_peer': 'dbn'}
+DOORBELLS = '/sys/class/net/pcinet0/device/doorbells'
 # (figure, label, unit) per target; the ratio rows and their targets
 FIGURES = (
     ('seq_read_mbs', 'sequential read, 1 MiB, iodepth 8', 'MB/s'),
@@ -128,14 +147,18 @@ FS_GOALS = {**{k: v for k, v in GOALS.items() if not k.startswith('lat_')},
             'tar_s': (1.0, 'max'), 'meta_create_s': (1.0, 'max'),
             'meta_stat_s': (1.0, 'max'), 'meta_unlink_s': (1.0, 'max')}
 
-# the board's counters: the uptime and /proc/stat's cpu line first, read by
-# dash builtins (no fork between them: the window is the uptimes'
+# the board's counters: the uptime, /proc/stat's cpu line and the link's
+# doorbells of the virtio and the net channel, rung and received, first,
+# read by dash builtins (no fork between them: the window is the uptimes'
 # difference), then every pcinet vector, the virtio-pci request vectors
 # (QEMU's disk: pcinet's virtio devices have no vector of their own) and
-# the net doorbells
+# the net front-end's doorbells (ethtool)
 IRQ_SUM = ('awk \'{for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i} '
            'END {print n + 0}\'')
-SNAP = ('{ read u _ </proc/uptime; read c </proc/stat; echo "up $u"; echo "$c"; '
+SNAP = ('{ read u _ </proc/uptime; read c </proc/stat; '
+        f'read vr <{DOORBELLS}/virtio_rung; read vi <{DOORBELLS}/virtio_received; '
+        f'read nr <{DOORBELLS}/net_rung; read ni <{DOORBELLS}/net_received; '
+        'echo "up $u"; echo "$c"; echo "dbv $vr $vi"; echo "dbn $nr $ni"; '
         f'echo "irq $(grep pcinet /proc/interrupts | {IRQ_SUM})"; '
         f'echo "virq $(grep -E \'virtio[0-9]+-req\' /proc/interrupts | {IRQ_SUM})"; '
         'ethtool -S pcinet0 2>/dev/null | '
@@ -164,9 +187,19 @@ def parse_snap(text):
             s[f[0]] = int(f[1])
         elif len(f) == 2 and f[0] == 'up':
             s['up'] = float(f[1])
-    if len(s) != 5:
+        elif len(f) == 3 and f[0] in ('dbv', 'dbn'):
+            s[f[0]] = (int(f[1]), int(f[2]))
+    if len(s) != 7:
         raise BenchError(f'board counters not understood:\n{text[-300:]}')
     return s
+
+
+def db_note(db, ios):
+    """The progress line's doorbells per I/O, if the route has them."""
+    if not db:
+        return ''
+    return (f", doorbells/I/O out {db['db_out'] / ios:.2f} "
+            f"in {db['db_in'] / ios:.2f}")
 
 
 def busy_s(c0, c1):
@@ -230,10 +263,12 @@ class Route:
     """The board, pcinet-peer --blk --fs, the NBD daemon and diod; the
     fio runs and the folder tests.  A subclass with its own up() and
     down() reuses fio() (bench/vhost_route.py): TARGETS names its disks,
-    TCP those whose doorbells the board rings per I/O."""
+    TCP those whose net doorbells ethtool counts, DB_CHAN the link's
+    doorbell counters (device/doorbells/) each one's I/O rings."""
 
     TARGETS = TARGETS
     TCP = ('nbd_peer', 'ninep_peer')
+    DB_CHAN = DB_CHAN
 
     def __init__(self, args, progress):
         self.args = args
@@ -424,14 +459,41 @@ class Route:
         self.raw.setdefault((target, name), []).append(value)
 
     def per_io(self, raw, target, job, s0, s1, ios):
-        """The interrupts (and TCP's doorbells) per I/O into raw."""
+        """The interrupts and the route's doorbells (rung, received) per
+        I/O into raw; the doorbells too into the run's record."""
         irq = 'virq' if target == 'vblk_qemu' else 'irq'
         irqs = (s1[irq] - s0[irq]) / ios
         raw.setdefault((target, f'{job}_irqs_per_io'), []).append(irqs)
         if target in self.TCP:
             raw.setdefault((target, f'{job}_doorbells_per_io'), []).append(
                 (s1['db'] - s0['db']) / ios)
-        return irqs
+        db = {}
+        if target in self.DB_CHAN:
+            c = self.DB_CHAN[target]
+            db = {'db_out': s1[c][0] - s0[c][0], 'db_in': s1[c][1] - s0[c][1]}
+            for what, n in db.items():
+                raw.setdefault((target, f'{job}_{what}_per_io'), []).append(
+                    n / ios)
+        return irqs, db
+
+    def host_counts(self, target):
+        """pcinet-peer's virtio counters now (a status file written after
+        this call), for the virtio routes; None for the others."""
+        if self.DB_CHAN.get(target) != 'dbv':
+            return None
+        c = self.peer.fresh_counters()
+        return {k: int(c[k]) for k in ('vio_doorbells_in', 'vio_kicks')}
+
+    def host_per_io(self, raw, target, job, r, h0, ios):
+        """pcinet-peer's kicks forwarded per I/O (ios: the whole run's)
+        into raw, its counts into the run's record r."""
+        if h0 is None:
+            return
+        h1 = self.host_counts(target)
+        r['host_doorbells_in'] = h1['vio_doorbells_in'] - h0['vio_doorbells_in']
+        r['host_kicks'] = h1['vio_kicks'] - h0['vio_kicks']
+        raw.setdefault((target, f'{job}_host_kicks_per_io'), []).append(
+            r['host_kicks'] / ios)
 
     def window(self):
         """The counters' window inside a fio run from its start: (seconds
@@ -457,6 +519,7 @@ class Route:
                '>/tmp/fio.err 2>&1; rc=$?; cat /tmp/fio.json; '
                '[ $rc = 0 ] || cat /tmp/fio.err; exit $rc')
         pids = self.pids.get(target)
+        h0 = self.host_counts(target)
         c0 = proc_cpu_s(pids) if pids else 0
         out = run(a, cmd, timeout=secs + FIO_RAMP + 120)
         host_s = proc_cpu_s(pids) - c0 if pids else None
@@ -473,7 +536,12 @@ class Route:
              'irqs': s1['irq'] - s0['irq'], 'virqs': s1['virq'] - s0['virq'],
              'doorbells': s1['db'] - s0['db']}
         self.runs.append(r)
-        irqs = self.per_io(self.raw, target, job, s0, s1, ios)
+        irqs, db = self.per_io(self.raw, target, job, s0, s1, ios)
+        r.update(db)
+        dbs = db_note(db, ios)
+        # the host's counts: the whole run, at fio's mean rate (as its CPU)
+        self.host_per_io(self.raw, target, job, r, h0,
+                         d['iops'] * (secs + FIO_RAMP))
         tl = self.TARGETS[target][:40]
         if job.startswith('seq_'):
             mbs = d['bw_bytes'] / 1e6
@@ -487,18 +555,18 @@ class Route:
                 hs = f', host {host:5.2f}'
             self.progress(f'  {tl:40s} {job:10s} rep {rep}: {mbs:7.1f} MB/s; '
                           f'CPU s/GB board {board:5.2f}{hs}; '
-                          f'irqs/I/O {irqs:.2f}')
+                          f'irqs/I/O {irqs:.2f}{dbs}')
         elif job == 'lat_read':
             p = d['clat_ns']['percentile']
             p50, p99 = p['50.000000'] / 1000, p['99.000000'] / 1000
             self.add(target, 'lat_read_p50_us', p50)
             self.add(target, 'lat_read_p99_us', p99)
             self.progress(f'  {tl:40s} {job:10s} rep {rep}: p50 {p50:6.0f} us, '
-                          f'p99 {p99:6.0f} us; irqs/I/O {irqs:.2f}')
+                          f'p99 {p99:6.0f} us; irqs/I/O {irqs:.2f}{dbs}')
         else:
             self.add(target, f'{job}_iops', d['iops'])
             self.progress(f'  {tl:40s} {job:10s} rep {rep}: {d["iops"]:7.0f} '
-                          f'IOPS; irqs/I/O {irqs:.2f}')
+                          f'IOPS; irqs/I/O {irqs:.2f}{dbs}')
 
     def fs_add(self, target, name, value):
         self.fs_raw.setdefault((target, name), []).append(value)
@@ -521,6 +589,7 @@ class Route:
                '>/tmp/fio.err 2>&1; rc=$?; cat /tmp/fio.json; '
                '[ $rc = 0 ] || cat /tmp/fio.err; exit $rc')
         pids = self.pids[target]
+        h0 = self.host_counts(target)
         c0 = proc_cpu_s(pids)
         out = run(a, cmd, timeout=secs + 120)
         host_s = proc_cpu_s(pids) - c0
@@ -535,8 +604,12 @@ class Route:
              'window_s': s1['up'] - s0['up'],
              'irqs': s1['irq'] - s0['irq'], 'doorbells': s1['db'] - s0['db']}
         self.runs.append(r)
-        irqs = self.per_io(self.fs_raw, target, job, s0, s1,
-                           max(1, d['total_ios']))
+        irqs, db = self.per_io(self.fs_raw, target, job, s0, s1,
+                               max(1, d['total_ios']))
+        r.update(db)
+        dbs = db_note(db, max(1, d['total_ios']))
+        self.host_per_io(self.fs_raw, target, job, r, h0,
+                         max(1, d['total_ios']))
         tl = FS_TARGETS[target][:40]
         if job.startswith('seq_'):
             mbs = d['bw_bytes'] / 1e6
@@ -546,11 +619,11 @@ class Route:
             self.fs_add(target, f'{job}_host_s_per_gb', host)
             self.progress(f'  {tl:40s} {job:10s} rep {rep}: {mbs:7.1f} MB/s; '
                           f'CPU s/GB board {board:5.2f}, host {host:5.2f}; '
-                          f'irqs/I/O {irqs:.2f}')
+                          f'irqs/I/O {irqs:.2f}{dbs}')
         else:
             self.fs_add(target, f'{job}_iops', d['iops'])
             self.progress(f'  {tl:40s} {job:10s} rep {rep}: {d["iops"]:7.0f} '
-                          f'IOPS; irqs/I/O {irqs:.2f}')
+                          f'IOPS; irqs/I/O {irqs:.2f}{dbs}')
 
     def folder(self, target, rep):
         """The tree's tar extracted from the board's tmpfs into the mount

@@ -126,6 +126,33 @@ class PeerProcess:
         subprocess.run(['ip', 'netns', 'del', self.ns],
                        stderr=subprocess.DEVNULL)
 
+    def counters(self):
+        """Every k=v of the status file (self.status), also those several
+        to a line (net_tx=... net_tx_bytes=...), as strings."""
+        try:
+            text = self.status.read_text()
+        except FileNotFoundError:
+            return {}
+        return dict(w.split('=', 1) for w in text.split() if '=' in w)
+
+    def fresh_counters(self, timeout=5.0):
+        """counters() from a status file written after this call (it is
+        rewritten every second): what the peer had counted by now."""
+        t0 = time.time()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.status.stat().st_mtime > t0:
+                    c = self.counters()
+                    if c:
+                        return c
+            except FileNotFoundError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise h.CaseFailure(f'pcinet-peer: no status file newer than '
+                                    f'{timeout}s ago:\n' + self.log_tail())
+            time.sleep(0.05)
+
     def log_tail(self, n=25):
         try:
             return '\n'.join(self.log.read_text().splitlines()[-n:])
@@ -177,15 +204,6 @@ class Peer(PeerProcess):
         except FileNotFoundError:
             return {}
 
-    def counters(self):
-        """Every k=v of the status file, also those several to a line
-        (net_tx=... net_tx_bytes=...), as strings."""
-        try:
-            text = self.status.read_text()
-        except FileNotFoundError:
-            return {}
-        return dict(w.split('=', 1) for w in text.split() if '=' in w)
-
     def listening(self, port, timeout=10.0):
         """Wait until a TCP listener on port exists in the namespace."""
         deadline = time.monotonic() + timeout
@@ -210,19 +228,21 @@ class Peer(PeerProcess):
 class BlkPeer(PeerProcess):
     """pcinet-peer --blk IMAGE (img_mib MiB, made empty) on the topology's
     fabric, its TAP in a netns; with fs ('DIR:TAG'), --fs fs as well (a
-    virtio-fs device beside the virtio-blk one)."""
+    virtio-fs device beside the virtio-blk one).  Its status file (-s) is
+    peer.status: counters(), fresh_counters()."""
 
     def __init__(self, t, img_mib, fs=None):
         self.t = t
         self.fs = fs
         self.img = t.workdir / 'vda.raw'
+        self.status = t.workdir / 'peer.status'
         super().__init__(f'pnv-{os.getpid()}', t.fabric,
                          t.workdir / 'peer.log')
         with open(self.img, 'wb') as f:
             f.truncate(img_mib << 20)
 
     def start(self):
-        mark = self.spawn('-i', 'pnv0', '--blk', self.img,
+        mark = self.spawn('-i', 'pnv0', '-s', self.status, '--blk', self.img,
                           *(['--fs', self.fs] if self.fs else []))
         self.wait_log('vio: back end ready: virtio-blk', 15, mark)
         if self.fs:

@@ -17,7 +17,13 @@ Cases:
   virtio-blk       /dev/vda appears without anything done on the board
                    but loading pcinet; its size is the image's; 16 MiB of
                    random bytes written with dd read back equal, and equal
-                   to the host's image at the same offset (sha256)
+                   to the host's image at the same offset (sha256); the
+                   doorbells of DB_READS O_DIRECT 4 KiB reads, one at a
+                   time: the board's virtio_rung and virtio_received
+                   (device/doorbells/) each moved by DB_READS / 4 at
+                   least and 2 * DB_READS + DB_SLACK at most, and
+                   pcinet-peer received as many as the board rang
+                   (vio_doorbells_in in its status file)
   virtio-withdraw  SIGTERM to pcinet-peer: /dev/vda goes within 2 s and
                    pcinet unloads; pcinet-peer started again: /dev/vda is
                    back, and still holds what was written
@@ -70,6 +76,9 @@ FS_BIG_MIB = 32
 IMG_MIB = 64
 PAT_MIB = 16
 PAT_OFF_MIB = 4
+DB_READS = 256		# 4 KiB O_DIRECT reads, iodepth 1: a kick and a call each
+DB_SLACK = 20		# ticks' kicks of a queue with requests in flight
+DOORBELLS = '/sys/class/net/pcinet0/device/doorbells'
 
 h.configure(machines=('a',), links=[('a',)], extra_modules=[h.PCINET_KO],
             fabric_size='64M', fabric_vio='8M', vectors=4)
@@ -119,6 +128,39 @@ def started(t, fs=None):
     return peer
 
 
+def board_doorbells(t):
+    """The board's virtio doorbells so far: (rung, received)."""
+    out = t.a.run(f'cat {DOORBELLS}/virtio_rung {DOORBELLS}/virtio_received')
+    rung, received = (int(x) for x in out.split())
+    return rung, received
+
+
+def check_doorbells(t, peer):
+    """DB_READS reads of 4 KiB, one at a time, past the page cache: the
+    board's counters move within bounds, pcinet-peer's count of the
+    doorbells it received matches the board's count of those it rang
+    (the link idle before and after: no doorbell in between)."""
+    b0, p0 = board_doorbells(t), peer.fresh_counters()
+    t.a.run(f'dd if=/dev/vda of=/dev/null bs=4k count={DB_READS} '
+            'iflag=direct 2>&1', timeout=120)
+    b1, p1 = board_doorbells(t), peer.fresh_counters()
+    rung, received = b1[0] - b0[0], b1[1] - b0[1]
+    host_in = int(p1['vio_doorbells_in']) - int(p0['vio_doorbells_in'])
+    fwd = int(p1['vio_kicks']) - int(p0['vio_kicks'])
+    h.info(f'{DB_READS} reads: the board rang {rung}, received {received}; '
+           f'pcinet-peer received {host_in}, forwarded {fwd} kicks')
+    lo, hi = DB_READS // 4, 2 * DB_READS + DB_SLACK
+    h.expect(lo <= rung <= hi,
+             f'virtio_rung moved by {rung} over {DB_READS} reads, not '
+             f'within [{lo}, {hi}]')
+    h.expect(lo <= received <= hi,
+             f'virtio_received moved by {received} over {DB_READS} reads, '
+             f'not within [{lo}, {hi}]')
+    h.expect(host_in == rung,
+             f'pcinet-peer received {host_in} virtio doorbells, the board '
+             f'rang {rung}')
+
+
 def write_pattern(t, off_mib, mib, timeout):
     """mib MiB of random bytes written to /dev/vda at off_mib MiB (fsync);
     returns their sha256."""
@@ -132,7 +174,8 @@ def write_pattern(t, off_mib, mib, timeout):
 @h.case('virtio-blk', fresh=True)
 def _(t):
     """/dev/vda unprompted, its size, 16 MiB written and read back equal
-    on the board and equal to the host's image."""
+    on the board and equal to the host's image; the virtio doorbells of
+    DB_READS reads counted on both sides."""
     peer = started(t)
     try:
         t0 = time.monotonic()
@@ -143,6 +186,7 @@ def _(t):
         h.expect(back == pat, f'read back {back}, written {pat}')
         host = peer.image_sha(PAT_OFF_MIB, PAT_MIB)
         h.expect(host == pat, f'host image {host}, written {pat}')
+        check_doorbells(t, peer)
         peer.expect_alive()
     finally:
         peer.close()

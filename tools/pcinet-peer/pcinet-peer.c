@@ -118,6 +118,7 @@ static struct {
 	u64 ups;
 	u64 first_up_ms;	/* when the link first came up; 0: not yet */
 	u64 doorbells_out, doorbells_in;
+	u64 vio_doorbells_in;	/* the peer's doorbells on the virtio vector */
 	const char *last_why;
 
 	/* front-ends */
@@ -677,11 +678,13 @@ static bool serve(void)
 static void status_write(void)
 {
 	struct chan *n = &P.ch[PCINET_CHAN_NET], *t = &P.ch[PCINET_CHAN_TTY];
+	u64 vio_kicks, vio_rings;
 	char tmp[4096];
 	FILE *f;
 
 	if (!P.status_path)
 		return;
+	pvio_counts(&vio_kicks, &vio_rings);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", P.status_path);
 	f = fopen(tmp, "w");
 	if (!f)
@@ -693,6 +696,7 @@ static void status_write(void)
 		"net_crc_errors=%llu net_len_errors=%llu net_drops=%llu\n"
 		"tty_tx_bytes=%llu tty_rx_bytes=%llu tty_frame_errors=%llu\n"
 		"doorbells_out=%llu doorbells_in=%llu\n"
+		"vio_doorbells_in=%llu vio_kicks=%llu vio_doorbells_out=%llu\n"
 		"name=%s\nslot=%u\npeer_name=%s\npeer_slot=%u\n"
 		"hostile=%d\nhostile_windows=%llu\nhostile_writes=%llu\n"
 		"hostile_records=%llu\nhostile_records_full=%llu\n",
@@ -708,7 +712,10 @@ static void status_write(void)
 		(unsigned long long)t->tx_bytes, (unsigned long long)t->rx_bytes,
 		(unsigned long long)t->crc_errors,
 		(unsigned long long)P.doorbells_out,
-		(unsigned long long)P.doorbells_in, P.ident.name, P.ident.slot,
+		(unsigned long long)P.doorbells_in,
+		(unsigned long long)P.vio_doorbells_in,
+		(unsigned long long)vio_kicks, (unsigned long long)vio_rings,
+		P.ident.name, P.ident.slot,
 		P.peer_ident.name, P.peer_ident.slot, H.on,
 		(unsigned long long)H.windows, (unsigned long long)H.writes,
 		(unsigned long long)H.records,
@@ -1000,10 +1007,16 @@ static void link_stop(void)
 
 /* ----- the virtio device side (--blk, --fs, peer_vio.c) ----- */
 
+/* The virtio channel's vector: 3, or 0 with fewer vectors. */
+static unsigned int vio_vector(void)
+{
+	return P.nvec > PCINET_VEC_VIRTIO ? PCINET_VEC_VIRTIO : PCINET_VEC_LINK;
+}
+
 /* The eventfd that rings the peer's virtio vector (vector 0 without one). */
 static int vio_call_fd(void)
 {
-	unsigned int v = P.nvec > PCINET_VEC_VIRTIO ? PCINET_VEC_VIRTIO : PCINET_VEC_LINK;
+	unsigned int v = vio_vector();
 
 	return P.peer_id >= 0 && v < P.peer_nfd ? P.peer_efd[v] : -1;
 }
@@ -1833,6 +1846,9 @@ int main(int argc, char **argv)
 			if (read(P.own_efd[v], &cnt, sizeof(cnt)) != sizeof(cnt))
 				continue;
 			P.doorbells_in++;
+			/* each doorbell the peer rang adds 1 to the count */
+			if (v == vio_vector())
+				P.vio_doorbells_in += cnt;
 			/*
 			 * Vector 0 is the link; with fewer vectors than
 			 * PCINET_NR_VEC any doorbell means all of them.

@@ -247,6 +247,8 @@ static struct {
 	bool hide_feature;		/* no PCINET_F_VIRTIO, offer anyway */
 	bool stale_used;		/* one stale used entry (rings_start()) */
 	bool bad_wce;			/* virtio-blk's wce published as 2 */
+
+	u64 rings;			/* doorbells we rang (ring_board()) */
 } V = { .win_fd = -1 };
 
 static __printf(1, 2) void pv_log(const char *fmt, ...)
@@ -364,6 +366,22 @@ bool pvio_fault(const char *kind)
 	else
 		return false;
 	return true;
+}
+
+/*
+ * What the status file shows: the kicks forwarded to the back ends (all
+ * devices, since the start) and the doorbells we rang on the virtio
+ * vector ourselves (offers, answers, config, withdrawals).  The back
+ * ends' calls ring the peer through its eventfd directly: not counted.
+ */
+void pvio_counts(u64 *kicks, u64 *rings)
+{
+	unsigned int k;
+
+	*kicks = 0;
+	for (k = 0; k < V.nr_on; k++)
+		*kicks += V.on[k]->kicks;
+	*rings = V.rings;
 }
 
 u32 pvio_features(void)
@@ -494,7 +512,11 @@ static void ring_board(int call_fd)
 {
 	u64 one = 1;
 
-	if (call_fd >= 0 && write(call_fd, &one, sizeof(one)) != sizeof(one))
+	if (call_fd < 0)
+		return;
+	if (write(call_fd, &one, sizeof(one)) == sizeof(one))
+		V.rings++;
+	else
 		pv_log("cannot ring the peer: %s", strerror(errno));
 }
 

@@ -21,6 +21,7 @@ int pvio_setup_fs(const char *dir_tag);
 bool pvio_fault(const char *kind);
 bool pvio_enabled(void);
 u32 pvio_features(void);
+void pvio_counts(u64 *kicks, u64 *rings);
 int pvio_start(u8 *win, u64 win_size, int win_fd,
 	       const struct pcinet_layout *lay, int side);
 void pvio_run(bool peer_ok, int peer_id, int call_fd);

@@ -53,6 +53,19 @@ struct pcinet_link_cfg {
 	void *bdata;
 };
 
+/**
+ * struct pcinet_link_doorbells - what pcinet_link_doorbells() reports
+ * @rung: doorbells rung toward the peer, indexed by what they were for:
+ *	PCINET_VEC_LINK for the link, pcinet_chan_vector(c) for channel c
+ * @received: doorbells received from the peer, likewise; one doorbell
+ *	on a vector shared by several (fewer than PCINET_NR_VEC vectors)
+ *	counts for each
+ */
+struct pcinet_link_doorbells {
+	u64 rung[PCINET_NR_VEC];
+	u64 received[PCINET_NR_VEC];
+};
+
 bool pcinet_window_is_pcinet(const void *win, u64 size);
 struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg);
 void pcinet_link_start(struct pcinet_link *link);
@@ -61,6 +74,8 @@ void pcinet_link_destroy(struct pcinet_link *link);
 void pcinet_link_doorbell(struct pcinet_link *link, unsigned int vector);
 void pcinet_link_peer_ident(struct pcinet_link *link, struct pcinet_ident *id);
 const struct pcinet_ident *pcinet_link_own_ident(const struct pcinet_link *link);
+void pcinet_link_doorbells(struct pcinet_link *link,
+			   struct pcinet_link_doorbells *db);
 
 /* The backends' drivers, registered by the core at module load. */
 int pcinet_ivshmem_register(void);

@@ -15,7 +15,9 @@
  * The device carries the link's identities in sysfs, where the link's
  * netdev and tty find them as device/<attr>: peer_name and peer_slot
  * (what the peer published, sanitized: docs/design.md, "Identity"),
- * local_name and local_slot (what we publish).
+ * local_name and local_slot (what we publish); and the link's doorbell
+ * counters in doorbells/: <what>_rung and <what>_received for the link
+ * itself and each channel (link, net, tty, virtio).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -159,7 +161,6 @@ static ssize_t local_slot_show(struct device *dev,
 }
 static DEVICE_ATTR_RO(local_slot);
 
-/* Added by the driver core after probe, removed before remove. */
 static struct attribute *pcinet_ivshmem_attrs[] = {
 	&dev_attr_peer_name.attr,
 	&dev_attr_peer_slot.attr,
@@ -167,7 +168,78 @@ static struct attribute *pcinet_ivshmem_attrs[] = {
 	&dev_attr_local_slot.attr,
 	NULL
 };
-ATTRIBUTE_GROUPS(pcinet_ivshmem);
+
+static const struct attribute_group pcinet_ivshmem_group = {
+	.attrs = pcinet_ivshmem_attrs,
+};
+
+/* ----- sysfs: doorbells/, the link's doorbell counters ----- */
+
+/**
+ * struct pcinet_db_attr - one file of doorbells/
+ * @attr: the file
+ * @what: PCINET_VEC_LINK, or pcinet_chan_vector() of a channel
+ * @received: the doorbells received, else the ones rung
+ */
+struct pcinet_db_attr {
+	struct device_attribute attr;
+	unsigned int what;
+	bool received;
+};
+
+static ssize_t pcinet_db_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	const struct pcinet_db_attr *a =
+		container_of(attr, struct pcinet_db_attr, attr);
+	struct pcinet_link_doorbells db;
+
+	pcinet_link_doorbells(pcinet_ivshmem_link(dev), &db);
+	return sysfs_emit(buf, "%llu\n", a->received ? db.received[a->what] :
+			  db.rung[a->what]);
+}
+
+#define PCINET_DB_ATTR(_name, _what, _received)				\
+	struct pcinet_db_attr pcinet_db_attr_##_name = {			\
+		.attr = __ATTR(_name, 0444, pcinet_db_show, NULL),		\
+		.what = _what,							\
+		.received = _received,						\
+	}
+
+static PCINET_DB_ATTR(link_rung, PCINET_VEC_LINK, false);
+static PCINET_DB_ATTR(link_received, PCINET_VEC_LINK, true);
+static PCINET_DB_ATTR(net_rung, PCINET_CHAN_VECTOR(PCINET_CHAN_NET), false);
+static PCINET_DB_ATTR(net_received, PCINET_CHAN_VECTOR(PCINET_CHAN_NET), true);
+static PCINET_DB_ATTR(tty_rung, PCINET_CHAN_VECTOR(PCINET_CHAN_TTY), false);
+static PCINET_DB_ATTR(tty_received, PCINET_CHAN_VECTOR(PCINET_CHAN_TTY), true);
+static PCINET_DB_ATTR(virtio_rung, PCINET_CHAN_VECTOR(PCINET_CHAN_VIRTIO),
+		      false);
+static PCINET_DB_ATTR(virtio_received, PCINET_CHAN_VECTOR(PCINET_CHAN_VIRTIO),
+		      true);
+
+static struct attribute *pcinet_ivshmem_db_attrs[] = {
+	&pcinet_db_attr_link_rung.attr.attr,
+	&pcinet_db_attr_link_received.attr.attr,
+	&pcinet_db_attr_net_rung.attr.attr,
+	&pcinet_db_attr_net_received.attr.attr,
+	&pcinet_db_attr_tty_rung.attr.attr,
+	&pcinet_db_attr_tty_received.attr.attr,
+	&pcinet_db_attr_virtio_rung.attr.attr,
+	&pcinet_db_attr_virtio_received.attr.attr,
+	NULL
+};
+
+static const struct attribute_group pcinet_ivshmem_db_group = {
+	.name = "doorbells",
+	.attrs = pcinet_ivshmem_db_attrs,
+};
+
+/* Added by the driver core after probe, removed before remove. */
+static const struct attribute_group *pcinet_ivshmem_groups[] = {
+	&pcinet_ivshmem_group,
+	&pcinet_ivshmem_db_group,
+	NULL
+};
 
 /* ----- probe and remove ----- */
 

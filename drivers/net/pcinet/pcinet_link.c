@@ -54,11 +54,13 @@
 #include <linux/jiffies.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/percpu.h>
 #include <linux/random.h>
 #include <linux/slab.h>
 #include <linux/stringify.h>
 #include <linux/spinlock.h>
 #include <linux/timer.h>
+#include <linux/u64_stats_sync.h>
 #include <linux/utsname.h>
 #include <linux/workqueue.h>
 
@@ -123,6 +125,28 @@ struct pcinet_channel {
 };
 
 /**
+ * struct pcinet_db_stats - a link's doorbells, one CPU's share
+ * @syncp: makes the 64-bit reads whole on 32-bit machines
+ * @rung: doorbells we rang toward the peer, by what they were for: the
+ *	link (PCINET_VEC_LINK) or a channel c (pcinet_chan_vector(c)),
+ *	whatever vector they went out on (pcinet_vector_in_use())
+ * @received: doorbells the peer rang that reached us, counted once for
+ *	each of the link and the channels it was delivered to (with fewer
+ *	than PCINET_NR_VEC vectors, one doorbell on vector 0 counts for the
+ *	link and for every channel folded onto it)
+ *
+ * Per CPU, so that counting costs the data path no shared cacheline:
+ * written with interrupts off on this CPU (u64_stats_update_begin_irqsave:
+ * a channel kicks from any context, the doorbell handler runs in hard
+ * interrupt context), summed by pcinet_link_doorbells().
+ */
+struct pcinet_db_stats {
+	struct u64_stats_sync syncp;
+	u64_stats_t rung[PCINET_NR_VEC];
+	u64_stats_t received[PCINET_NR_VEC];
+};
+
+/**
  * struct pcinet_link - one link, over one window
  * @dev: the backend's device
  * @ops: backend operations
@@ -131,6 +155,7 @@ struct pcinet_channel {
  * @side: our side of the window
  * @peer: the other side
  * @nr_vectors: doorbell vectors usable in both directions
+ * @db_stats: doorbells rung and received, per CPU
  * @win: the window
  * @win_phys: its physical address (0: unknown)
  * @win_size: its usable size
@@ -185,6 +210,7 @@ struct pcinet_link {
 	unsigned int side;
 	unsigned int peer;
 	unsigned int nr_vectors;
+	struct pcinet_db_stats __percpu *db_stats;
 	u8 *win;
 	phys_addr_t win_phys;
 	u64 win_size;
@@ -244,8 +270,26 @@ static u32 pcinet_peer_epoch(const struct pcinet_link *link)
 	return pcinet_in(&link->hdr->attach_epoch[link->peer]);
 }
 
+/* Count doorbells: one for each PCINET_VEC_* bit set in @what. */
+static void pcinet_db_count(struct pcinet_link *link, bool received,
+			    unsigned long what)
+{
+	struct pcinet_db_stats *s;
+	unsigned long flags;
+	unsigned int v;
+
+	s = get_cpu_ptr(link->db_stats);
+	flags = u64_stats_update_begin_irqsave(&s->syncp);
+	for_each_set_bit(v, &what, PCINET_NR_VEC)
+		u64_stats_inc(received ? &s->received[v] : &s->rung[v]);
+	u64_stats_update_end_irqrestore(&s->syncp, flags);
+	put_cpu_ptr(link->db_stats);
+}
+
+/* Ring the peer for @vector (PCINET_VEC_*), on the vector in use for it. */
 static void pcinet_notify(struct pcinet_link *link, unsigned int vector)
 {
+	pcinet_db_count(link, false, BIT(vector));
 	link->ops->notify(link->bdata,
 			  pcinet_vector_in_use(vector, link->nr_vectors));
 }
@@ -650,6 +694,13 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 	link = kzalloc(sizeof(*link), GFP_KERNEL);
 	if (!link)
 		return ERR_PTR(-ENOMEM);
+	link->db_stats = alloc_percpu(struct pcinet_db_stats);
+	if (!link->db_stats) {
+		err = -ENOMEM;
+		goto abort_with_link;
+	}
+	for_each_possible_cpu(c)
+		u64_stats_init(&per_cpu_ptr(link->db_stats, c)->syncp);
 	link->dev = cfg->dev;
 	link->ops = cfg->ops;
 	link->bdata = cfg->bdata;
@@ -704,7 +755,7 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 
 	err = ida_alloc(&pcinet_link_ida, GFP_KERNEL);
 	if (err < 0)
-		goto abort_with_link;
+		goto abort_with_stats;
 	link->index = err;
 
 	for (c = 0; c < PCINET_NR_FRONTENDS; c++) {
@@ -717,6 +768,8 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 abort_with_frontends:
 	pcinet_link_destroy_frontends(link, c);
 	ida_free(&pcinet_link_ida, link->index);
+abort_with_stats:
+	free_percpu(link->db_stats);
 abort_with_link:
 	kfree(link);
 	return ERR_PTR(err);
@@ -790,6 +843,7 @@ void pcinet_link_destroy(struct pcinet_link *link)
 	 */
 	cancel_work_sync(&link->work);
 	ida_free(&pcinet_link_ida, link->index);
+	free_percpu(link->db_stats);
 	kfree(link);
 }
 
@@ -804,12 +858,20 @@ void pcinet_link_doorbell(struct pcinet_link *link, unsigned int vector)
 {
 	const struct pcinet_chan_ops *ops;
 	struct pcinet_channel *s;
+	unsigned long what = 0;
 	int c;
 
 	/* The vector rule of pcinet_layout.h: 0 also serves unused vectors. */
 	vector = pcinet_vector_in_use(vector, link->nr_vectors);
-	if (vector == PCINET_VEC_LINK)
+	if (vector == PCINET_VEC_LINK) {
+		what |= BIT(PCINET_VEC_LINK);
 		schedule_work(&link->work);
+	}
+	for (c = 0; c < PCINET_NR_CHAN; c++)
+		if (vector == pcinet_vector_in_use(pcinet_chan_vector(c),
+						   link->nr_vectors))
+			what |= BIT(pcinet_chan_vector(c));
+	pcinet_db_count(link, true, what);
 	for (c = 0; c < PCINET_NR_FRONTENDS; c++) {
 		s = &link->chan[c];
 		if (vector != pcinet_vector_in_use(pcinet_chan_vector(s->chan),
@@ -834,6 +896,41 @@ void pcinet_link_peer_ident(struct pcinet_link *link, struct pcinet_ident *id)
 	spin_lock(&link->ident_lock);
 	*id = link->peer_id;
 	spin_unlock(&link->ident_lock);
+}
+
+/**
+ * pcinet_link_doorbells - a link's doorbells so far, for the backend's sysfs
+ * @link: the link
+ * @db: filled in: for the link and each channel (indexed PCINET_VEC_*,
+ *	channel c at pcinet_chan_vector(c)), the doorbells we rang toward
+ *	the peer and the ones we received, since the link was created
+ *
+ * Any context; lock-free.  Each counter is read whole; the set is not a
+ * snapshot of one instant.
+ */
+void pcinet_link_doorbells(struct pcinet_link *link,
+			   struct pcinet_link_doorbells *db)
+{
+	const struct pcinet_db_stats *s;
+	u64 rung[PCINET_NR_VEC], received[PCINET_NR_VEC];
+	unsigned int start, v;
+	int cpu;
+
+	memset(db, 0, sizeof(*db));
+	for_each_possible_cpu(cpu) {
+		s = per_cpu_ptr(link->db_stats, cpu);
+		do {
+			start = u64_stats_fetch_begin(&s->syncp);
+			for (v = 0; v < PCINET_NR_VEC; v++) {
+				rung[v] = u64_stats_read(&s->rung[v]);
+				received[v] = u64_stats_read(&s->received[v]);
+			}
+		} while (u64_stats_fetch_retry(&s->syncp, start));
+		for (v = 0; v < PCINET_NR_VEC; v++) {
+			db->rung[v] += rung[v];
+			db->received[v] += received[v];
+		}
+	}
 }
 
 /**
