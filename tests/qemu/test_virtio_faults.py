@@ -61,10 +61,23 @@ Cases:
                       for 8 s, under a dd: the link resets (counted, > 0)
                       but /dev/vda is not unplugged, the dd succeeds, a
                       pattern written meanwhile reads back equal
+  virtio-word-poke    one word at a time of those that tell a side whether
+                      the other is there and which instance it is (the
+                      features word of its control block, the magic and
+                      inst of its virtio region header; the host's words
+                      for the board, the board's for pcinet-peer) set to
+                      a wrong random value and put back a tick later, 24
+                      times in 6 s, under a dd: no unplug, no "gone" or
+                      "unplugging" line on the board, no session ended by
+                      pcinet-peer, /dev/vda stays, the dd succeeds, a
+                      pattern written meanwhile reads back equal
+                      (PCINET_PEER_GRACE_MS)
 """
 
 import hashlib
 import os
+import random
+import re
 import select
 import shutil
 import signal
@@ -658,6 +671,105 @@ def _(t):
         h.expect(peer.image_sha(PAT_OFF, PAT_MIB) == pat,
                  'the host image differs from what was written')
         h.wait_carrier(t.a, 1, 15)
+        peer.expect_alive()
+        h.unload(t.a, 10)
+    finally:
+        peer.close()
+
+
+# The words a side reads to know whether the other is there and which
+# instance it is: (fabric region, byte offset, name, magic).  The board is
+# side 0.  What the board reads (pcinet_vio_peer_inst()): the host's
+# control block in inbox 0 (features at 24), the host's region header at
+# the start of the board's drv region (magic at 0, inst at 4).  What
+# pcinet-peer reads (vio_run(), pvio_run()): the board's control block in
+# inbox 1, the board's region header in the host's dev region.
+F_VIRTIO = 0x2				# PCINET_F_VIRTIO
+DEVS_MAGIC = 0x53564544			# PCINET_VIO_DEVS_MAGIC
+DRVS_MAGIC = 0x53565244			# PCINET_VIO_DRVS_MAGIC
+PEER_WORDS = (('ctrl0', 24, 'features', 0), ('vdrv0', 0, 'magic', DEVS_MAGIC),
+              ('vdrv0', 4, 'inst', 0),
+              ('ctrl1', 24, 'features', 0), ('vdev1', 0, 'magic', DRVS_MAGIC),
+              ('vdev1', 4, 'inst', 0))
+POKES, POKE_GAP = 24, 0.25		# 6 s of pokes, one word at a time
+
+
+def poke(t, region, off, val):
+    """Set one word through the fabric; its former value."""
+    out = t.fabric.fault(f'poke {region} {off} {val:#x}')
+    m = re.search(r' old=0x([0-9a-f]{8}) ', out)
+    h.expect(m is not None, f'poke {region}+{off}: {out}')
+    return int(m.group(1), 16)
+
+
+def wrong(rng, name, magic):
+    """A random value of word name that reads "gone" or "replaced" (an
+    inst equal to the writer's: one chance in 2^32)."""
+    v = rng.getrandbits(32)
+    if name == 'features':
+        return v & ~F_VIRTIO
+    return v ^ 1 if v == magic else v
+
+
+def gone_lines(t):
+    """The board's lines that say a device went."""
+    return int(t.a.run('dmesg | grep -ciE "unplugg|gone" || true').strip()
+               or 0)
+
+
+@h.case('virtio-word-poke', fresh=True)
+def _(t):
+    """One word at a time of the device side's features, region magic
+    and inst set wrong for about a tick under a dd: no unplug."""
+    peer = started(t)
+    try:
+        seed = int(os.environ.get('PCINET_FAULT_SEED') or time.time())
+        rng = random.Random(seed)
+        h.info(f'seed {seed}')
+        lines0 = gone_lines(t)
+        unplugs0 = unplugs(t)
+        mark = peer.log_size()
+        dd_start(t, loop='stop')
+        pat = t.a.run('dd if=/dev/urandom of=/tmp/pat bs=1M count=1 '
+                      '2>/dev/null && sha256sum /tmp/pat').split()[0]
+        t.a.run('((dd if=/tmp/pat of=/dev/vda bs=64k seek=16 oflag=direct '
+                'conv=fsync >/tmp/pat.log 2>&1; echo $? >/tmp/pat.rc) &) '
+                '>/dev/null 2>&1')
+        for n in range(POKES):
+            region, off, name, magic = PEER_WORDS[n % len(PEER_WORDS)]
+            old = poke(t, region, off, wrong(rng, name, magic))
+            # both sides run: their words read right
+            h.expect(name != 'features' or old & F_VIRTIO,
+                     f'{region}+{off}: features {old:#x} lack F_VIRTIO')
+            h.expect(name != 'magic' or old == magic,
+                     f'{region}+{off}: magic {old:#x}')
+            h.expect(name != 'inst' or old != 0, f'{region}+{off}: inst 0')
+            time.sleep(0.1)		# about a tick (the writer may repair
+            poke(t, region, off, old)	# it first: same value)
+            time.sleep(POKE_GAP - 0.1)
+        t.a.run('touch /tmp/dd.stop')
+        rc, _ = dd_end(t, 120, 'after the pokes')
+        hit = unplugs(t) - unplugs0
+        lines = gone_lines(t) - lines0
+        ended = [ln for ln in peer.log.read_text()[mark:].splitlines()
+                 if 'peer gone' in ln or 'peer restarted' in ln
+                 or "peer's virtio instance" in ln]
+        h.info(f'{POKES} pokes: {hit} unplug(s), {lines} "gone" or '
+               f'"unplugging" line(s), {len(ended)} session(s) ended by '
+               f'pcinet-peer, the dd exited {rc}')
+        h.expect(not ended, 'a poked word ended a session of pcinet-peer:\n'
+                 + '\n'.join(ended[:6]))
+        h.expect(hit == 0 and lines == 0, 'a poked word unplugged /dev/vda:'
+                 '\n' + t.a.run('dmesg | grep -iE "virtio|gone" | '
+                                 'tail -n 8'))
+        h.expect(t.a.sh('[ -b /dev/vda ]')[0] == 0, '/dev/vda is gone')
+        h.expect(rc == 0, 'the dd failed across the pokes:\n'
+                 + t.a.run('cat /tmp/dd.log'))
+        pattern_written(t)
+        back = guest_sha(t, PAT_OFF, PAT_MIB)
+        h.expect(back == pat, f'read back {back}, written {pat}')
+        h.expect(peer.image_sha(PAT_OFF, PAT_MIB) == pat,
+                 'the host image differs from what was written')
         peer.expect_alive()
         h.unload(t.a, 10)
     finally:

@@ -1347,6 +1347,50 @@ static void scribble_tick(unsigned int i)
 		arm_timer(s->tfd, scribble_next(s, now));
 }
 
+#define POKE_USAGE "usage: poke REGION OFFSET VALUE"
+
+/*
+ * One 32-bit word of a region set to a value (little-endian), for a test
+ * that must hit exactly that word: "poke vdrv0 4 0x1234" writes the inst
+ * of the region header there.  The reply has the word's former value, to
+ * put back.
+ */
+static void cmd_poke(int argc, char **argv, char *out, size_t size)
+{
+	uint64_t off, len, at, val;
+	uint32_t *w, old;
+	unsigned int r;
+
+	if (argc != 4) {
+		snprintf(out, size, "err " POKE_USAGE);
+		return;
+	}
+	for (r = 0; r < NR_REGIONS && strcmp(argv[1], region_name[r]); r++)
+		;
+	if (r == NR_REGIONS || (r >= R_VDEV0 && r <= R_VIO && !fab.vio_size)) {
+		snprintf(out, size, "err no region '%s' to poke", argv[1]);
+		return;
+	}
+	region_bounds(r, &off, &len);
+	if (!parse_seed(argv[2], &at) || at % 4 || at >= len || len - at < 4) {
+		snprintf(out, size, "err OFFSET must be a multiple of 4 below 0x%llx",
+			 (unsigned long long)len);
+		return;
+	}
+	if (!parse_seed(argv[3], &val) || val > UINT32_MAX) {
+		snprintf(out, size, "err VALUE must be a 32-bit number");
+		return;
+	}
+	if (map_window() < 0) {
+		snprintf(out, size, "err cannot map the window: %s", strerror(errno));
+		return;
+	}
+	w = (uint32_t *)(fab.win + off + at);
+	old = le32toh(__atomic_exchange_n(w, htole32((uint32_t)val), __ATOMIC_RELAXED));
+	snprintf(out, size, "ok poke %s+0x%llx old=0x%08x new=0x%08x", region_name[r],
+		 (unsigned long long)at, old, (uint32_t)val);
+}
+
 #define SCRIBBLE_USAGE "usage: scribble REGION RATE SECONDS [random|bounds|bytes] [SEED] | scribble stop"
 
 static void cmd_scribble(int argc, char **argv, char *out, size_t size)
@@ -1657,6 +1701,9 @@ static bool ctl_command(char *line, char *out, size_t size)
 	} else if (!strcmp(argv[0], "scribble")) {
 		cmd_scribble(argc, argv, out, size);
 		return true;
+	} else if (!strcmp(argv[0], "poke")) {
+		cmd_poke(argc, argv, out, size);
+		return true;
 	} else if (!strcmp(argv[0], "doorbell")) {
 		cmd_doorbell(argc, argv, out, size);
 		return true;
@@ -1677,7 +1724,7 @@ static bool ctl_command(char *line, char *out, size_t size)
 		snprintf(out, size, "ok restore");
 		return true;
 	} else if (!strcmp(argv[0], "help") && argc == 1) {
-		snprintf(out, size, "ok commands: scribble, doorbell, stats [reset], status, restore, help");
+		snprintf(out, size, "ok commands: scribble, poke, doorbell, stats [reset], status, restore, help");
 	} else {
 		snprintf(out, size, "err unknown command '%s': try 'help'", argv[0]);
 	}

@@ -255,6 +255,20 @@ live_regions() {
 	[[ $r == "ok scribble live1 off=0x2000 len=0x8 "* ]]
 }
 check "scribble regions live0, live1: magic and gen of control inbox 0, 1" live_regions
+poke_word() {
+	local r
+	r=$("$CLIENT" -c "$T/vctl" "poke vdrv0 4 0x12345678")
+	[[ $r == "ok poke vdrv0+0x4 old=0x"*" new=0x12345678" ]] || return 1
+	r=$("$CLIENT" -c "$T/vctl" "poke vdrv0 4 7")
+	[[ $r == "ok poke vdrv0+0x4 old=0x12345678 new=0x00000007" ]] || return 1
+	r=$("$CLIENT" -c "$T/vctl" "poke ctrl0 2 1")
+	[[ $r == "err OFFSET must be"* ]] || return 1
+	r=$("$CLIENT" -c "$T/vctl" "poke live1 8 1")
+	[[ $r == "err OFFSET must be"* ]] || return 1
+	r=$("$CLIENT" -c "$T/vctl" "poke ctrl0 24 0x100000000")
+	[[ $r == "err VALUE must be"* ]]
+}
+check "poke: one word set, its former value answered; bad offset, value refused" poke_word
 kill -TERM $FP
 wait $FP
 

@@ -38,6 +38,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 
+#include "pcinet_grace.h"
 #include "pcinet_ring.h"
 #include "crc32c.h"
 #include "peer_hs.h"
@@ -132,9 +133,9 @@ static struct {
 	bool status_dirty;
 	u64 status_ms;
 
-	/* virtio: the peer's block read "not live" since (0: it did not) */
+	/* virtio: the peer is there; how long its block has read wrong */
 	bool vio_ok;
-	u64 vio_not_live_ms;
+	struct pcinet_grace vio_grace;
 } P;
 
 static int stop_sig;	/* the signal that stops us, set by on_signal() */
@@ -1021,16 +1022,6 @@ static int vio_call_fd(void)
 	return P.peer_id >= 0 && v < P.peer_nfd ? P.peer_efd[v] : -1;
 }
 
-/*
- * Virtio liveness is the peer's, not the link's (a net or tty reset
- * leaves the devices alone): attached, its block live, PCINET_F_VIRTIO
- * set, its heartbeat not silent.  A block that reads "not live" while
- * the peer was there (its magic or gen overwritten by a third party, the
- * peer repairs it on its next tick) ends the sessions only once it read
- * so on every look for VIO_GRACE_MS; the link resets at once meanwhile.
- */
-#define VIO_GRACE_MS	(2 * PCINET_TICK_MS)
-
 /* A heartbeat while the virtio part waits for its back end (ring_drain()). */
 void pvio_beat(void)
 {
@@ -1038,23 +1029,28 @@ void pvio_beat(void)
 	put(&P.out->heartbeat, P.heartbeat);
 }
 
+/*
+ * Virtio liveness is the peer's, not the link's (a net or tty reset
+ * leaves the devices alone): attached, its block live, PCINET_F_VIRTIO
+ * set, its heartbeat not silent.  A block that reads "not live" or
+ * without PCINET_F_VIRTIO while the peer was there (a word overwritten
+ * by a third party, the peer repairs it on its next tick) ends the
+ * sessions only once it read so on every look for PCINET_PEER_GRACE_MS
+ * (pcinet_grace.c); the link resets at once meanwhile.
+ */
 static void vio_run(void)
 {
-	bool live = pcinet_ctrl_live(get(&P.in->magic), get(&P.in->gen));
+	bool soft = pcinet_ctrl_live(get(&P.in->magic), get(&P.in->gen)) &&
+		    (get(&P.in->features) & PCINET_F_VIRTIO);
 	u64 now = now_ms();
-	bool ok;
+	bool hard, bad, held, ok;
 
-	if (live || !P.vio_ok)
-		P.vio_not_live_ms = 0;
-	else if (!P.vio_not_live_ms)
-		P.vio_not_live_ms = now;
-	if (P.vio_not_live_ms && now - P.vio_not_live_ms < VIO_GRACE_MS)
-		live = true;
-	ok = P.peer_id >= 0 && (peer_epoch_now() & 1) && live &&
-	     (get(&P.in->features) & PCINET_F_VIRTIO) &&
-	     now - P.peer_beat_ms <= P.timeout_ms;
-	if (!ok)
-		P.vio_not_live_ms = 0;
+	hard = P.peer_id >= 0 && (peer_epoch_now() & 1) &&
+	       now - P.peer_beat_ms <= P.timeout_ms;
+	bad = P.vio_ok && hard && !soft;
+	held = pcinet_grace_look(&P.vio_grace, bad, (u32)now,
+				 PCINET_PEER_GRACE_MS);
+	ok = hard && (soft || (bad && !held));
 	P.vio_ok = ok;
 	pvio_run(ok, P.peer_id, vio_call_fd());
 }

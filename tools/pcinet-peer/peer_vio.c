@@ -50,6 +50,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "pcinet_grace.h"
 #include "peer_vio.h"
 #include "vio_blk.h"
 #include "vu_frontend.h"
@@ -242,6 +243,7 @@ static struct {
 	u32 inst;			/* ours: random, per run */
 	bool zeroed;			/* the fixed part of the drv region zeroed once */
 	u32 board_inst;			/* the peer's, last seen */
+	struct pcinet_grace board_grace; /* its header read otherwise */
 
 	/* --blk-fault: a broken device side, for the peer's fault tests */
 	bool hide_feature;		/* no PCINET_F_VIRTIO, offer anyway */
@@ -1175,7 +1177,7 @@ static bool session_end(struct pv_dev *d, int call_fd, const char *why)
 void pvio_run(bool peer_ok, int peer_id, int call_fd)
 {
 	const struct pcinet_vio_rhdr *rh;
-	bool any = false;
+	bool any = false, doubt, held;
 	struct pv_dev *d;
 	unsigned int k;
 	u32 inst, old;
@@ -1203,9 +1205,21 @@ void pvio_run(bool peer_ok, int peer_id, int call_fd)
 	rh = dev_rhdr();
 	inst = le32_to_cpu(READ_ONCE(rh->magic)) == PCINET_VIO_DRVS_MAGIC ?
 	       le32_to_cpu(READ_ONCE(rh->inst)) : 0;
+	/*
+	 * The peer stopped or restarted as its header reads (magic, inst):
+	 * only once that held on every look for PCINET_PEER_GRACE_MS, as
+	 * the board counts ours (pcinet_grace.h): a word a third party
+	 * overwrote lasts until the peer's next tick.
+	 */
+	doubt = V.board_inst && inst != V.board_inst;
+	held = pcinet_grace_look(&V.board_grace, doubt, (u32)pv_now(),
+				 PCINET_PEER_GRACE_MS);
+	if (doubt && !held)
+		inst = V.board_inst;
 	if (inst != V.board_inst) {
 		old = V.board_inst;
 		V.board_inst = inst;
+		V.board_grace = (struct pcinet_grace){ 0 };
 		pv_log("peer's virtio instance 0x%08x (was 0x%08x)", inst, old);
 		/*
 		 * A peer that stopped or restarted: a new session, a new

@@ -102,10 +102,21 @@ enum pcinet_chan {
  * resets too (the handshake is wedged).  It is the default of the
  * driver's peer_timeout_ms module parameter: a peer must beat well
  * within it, and should use the same timeout for the other direction.
+ *
+ * PCINET_PEER_GRACE_MS: a soft signal about the peer that a side reads
+ * in the peer's words (its control block reads "not live", its
+ * @features lack PCINET_F_VIRTIO, its virtio region header's @magic is
+ * wrong or its @inst changed) counts only once it read so on every look
+ * for this long: a third party's write to one of those words lasts until
+ * the writer's next refresh (a tick) and must not end the sessions or
+ * unplug the devices that follow the peer.  A good look in between
+ * starts the count again.  A silent @heartbeat, a changed attach epoch
+ * or a detach count at once.  pcinet_grace.c is the rule in code.
  */
 #define PCINET_TICK_MS		100
 #define PCINET_HEARTBEAT_MS	PCINET_TICK_MS
 #define PCINET_PEER_TIMEOUT_MS	700
+#define PCINET_PEER_GRACE_MS	(2 * PCINET_TICK_MS)
 
 /* Room reserved in the control block for future channels. */
 #define PCINET_MAX_CHAN		8
@@ -652,7 +663,11 @@ struct pcinet_win_vio {
  * @nr_slots: PCINET_VIO_MAX_DEV: the slot blocks that follow
  * @pad: written zero, ignored
  *
- * Soft state, rewritten by W on every link tick while it runs.
+ * Soft state, rewritten by W on every link tick while it runs.  A reader
+ * that reads a wrong @magic or another @inst (or W's @features without
+ * PCINET_F_VIRTIO) takes W for gone or restarted only once that held on
+ * every look for PCINET_PEER_GRACE_MS: a restart is seen up to that much
+ * later, a scribbled word never ends a session.
  */
 struct pcinet_vio_rhdr {
 	__le32 magic;

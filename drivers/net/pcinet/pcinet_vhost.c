@@ -68,6 +68,7 @@
 
 #include "pcinet_chan.h"
 #include "pcinet_compat.h"
+#include "pcinet_grace.h"
 #include "pcinet_vio_ring.h"
 #include "uapi/pcinet_vhost.h"
 
@@ -85,6 +86,8 @@ static_assert(PCINET_VHOST_CONFIG_SIZE == PCINET_VIO_CONFIG_SIZE);
  * driver state names another instance of the slot (see the scan).
  */
 #define PCINET_VHOST_RELEASE_MS	(10 * PCINET_TICK_MS)
+/* PCINET_PEER_GRACE_MS in jiffies, for pcinet_grace_look() */
+#define PCINET_VHOST_GRACE	msecs_to_jiffies(PCINET_PEER_GRACE_MS)
 
 struct pcinet_vhost_file;
 
@@ -150,7 +153,10 @@ struct pcinet_vhost_slot {
  * @desc_win: our descriptions in the window
  * @st_win: the peer's driver states in the window
  * @inst: our virtio instance, random, nonzero
- * @peer_inst: the peer's instance as last seen (0: none)
+ * @peer_inst: the peer's instance as acted upon (0: none): what
+ *	pcinet_vhost_scan() took from the peer's words, which end the
+ *	sessions only once they held for PCINET_PEER_GRACE_MS
+ * @peer_grace: how long they have read otherwise
  * @peer_flags: PCINET_VHOST_F_* as last seen
  * @events: bumped on every change poll() reports
  * @gone: the link is gone: the window must not be touched any more
@@ -177,6 +183,7 @@ struct pcinet_vhost {
 	const struct pcinet_vio_drvstate *st_win;
 	u32 inst;
 	u32 peer_inst;
+	struct pcinet_grace peer_grace;
 	u32 peer_flags;
 	u32 events;
 	bool gone;
@@ -424,8 +431,8 @@ static void pcinet_vhost_scan(struct pcinet_vhost *vh, bool tick)
 {
 	const struct pcinet_vio_drvstate *w;
 	struct pcinet_vhost_slot *s;
+	bool changed = false, doubt, held;
 	unsigned long flags;
-	bool changed = false;
 	unsigned int n, q;
 	u32 v[5], inst, pf, k;
 
@@ -433,6 +440,21 @@ static void pcinet_vhost_scan(struct pcinet_vhost *vh, bool tick)
 	if (vh->gone)
 		goto out;
 	inst = pcinet_vhost_peer_inst(vh);
+	/*
+	 * The peer stopped or restarted as its own words read (features
+	 * without PCINET_F_VIRTIO, its region header's magic or inst): only
+	 * once they read so on every look for PCINET_PEER_GRACE_MS, as the
+	 * peer counts ours (docs/design.md, "Instances, reset and
+	 * hot-unplug").  What the link says (peer not alive) counts at once.
+	 */
+	doubt = vh->peer_inst && inst != vh->peer_inst &&
+		pcinet_chan_peer_alive(vh->ch);
+	held = pcinet_grace_look(&vh->peer_grace, doubt, (u32)jiffies,
+				 PCINET_VHOST_GRACE);
+	if (doubt && !held)
+		inst = vh->peer_inst;
+	else if (inst != vh->peer_inst)
+		vh->peer_grace = (struct pcinet_grace){ 0 };
 	pf = pcinet_vhost_peer_flags(vh);
 	if (inst != vh->peer_inst || pf != vh->peer_flags) {
 		vh->peer_inst = inst;
@@ -836,7 +858,7 @@ static long pcinet_vhost_get_info(struct pcinet_vhost_file *f, void __user *arg)
 	}
 	info.link = pcinet_chan_index(vh->ch);
 	info.flags = pcinet_vhost_peer_flags(vh);
-	info.peer_inst = pcinet_vhost_peer_inst(vh);
+	info.peer_inst = vh->peer_inst;
 	info.events = vh->events;
 	info.dev_free = pcinet_vhost_fit(vh, true, 0);
 	info.drv_free = pcinet_vhost_fit(vh, false, 0);
@@ -998,7 +1020,8 @@ static long pcinet_vhost_get_drv(struct pcinet_vhost_file *f, void __user *arg)
 	/* V6: the config bytes after config_seq */
 	cseq = le32_to_cpu(pcinet_load_acquire(&w->config_seq));
 	memcpy(ds, w, sizeof(*ds));
-	inst = pcinet_vhost_peer_inst(vh);
+	/* the instance as pcinet_vhost_scan() counts it, not one reading */
+	inst = vh->peer_inst;
 	mine = inst && le32_to_cpu(ds->dev_gen) == s->dev_gen;
 	r->valid = mine && ds->drv_gen;
 	r->peer_inst = inst;

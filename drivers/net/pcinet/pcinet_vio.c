@@ -20,8 +20,10 @@
  *
  *   EMPTY --(dev_gen != 0, description copied out (V2) and checked, peer
  *            alive with PCINET_F_VIRTIO, D's inst known)--> register: LIVE
- *   LIVE  --(dev_gen changed, D's inst changed, peer gone, impossible used
- *            ring, no answer in PCINET_VIO_ACK_MS)--> dead: the relay
+ *   LIVE  --(dev_gen changed, D's inst changed or its region header or
+ *            PCINET_F_VIRTIO gone for PCINET_PEER_GRACE_MS, peer gone,
+ *            impossible used ring, no answer in PCINET_VIO_ACK_MS)-->
+ *            dead: the relay
  *            aborts everything in flight and every later request, so the
  *            driver's remove cannot hang; then unregister, drvstate
  *            {drv_gen 0, error} --> EMPTY
@@ -62,6 +64,7 @@
 
 #include "pcinet_chan.h"
 #include "pcinet_compat.h"
+#include "pcinet_grace.h"
 #include "pcinet_vio_ring.h"
 
 /* Bits 24..41 describe the ring and the transport, not the device. */
@@ -73,6 +76,8 @@
 
 /* How long the instance that went is not registered from (scan_work). */
 #define PCINET_VIO_GONE_MS		2000
+/* PCINET_PEER_GRACE_MS in jiffies, for pcinet_grace_look() */
+#define PCINET_VIO_GRACE		msecs_to_jiffies(PCINET_PEER_GRACE_MS)
 
 /* How often a status wait looks again without a doorbell. */
 #define PCINET_VIO_POLL			(HZ / 10)
@@ -135,6 +140,8 @@ struct pcinet_vio_slot {
  * @rhdr_in: region header D writes, at the start of @drv_region
  * @inst: our virtio instance, random, nonzero
  * @peer_inst: D's instance as last acted upon; 0: none
+ * @peer_grace: how long D's words have read otherwise than @peer_inst
+ *	(pcinet_vio_scan()); under @lock
  * @went: the link said the peer went (peer_gone); @scan_work takes it
  * @gone_inst: the instance that went, not registered from again until
  *	@gone_until or another instance shows up; 0: none.  Under @lock
@@ -156,6 +163,7 @@ struct pcinet_vio {
 	const struct pcinet_vio_rhdr *rhdr_in;
 	u32 inst;
 	u32 peer_inst;
+	struct pcinet_grace peer_grace;
 	atomic_t went;
 	u32 gone_inst;
 	unsigned long gone_until;
@@ -193,6 +201,8 @@ struct pcinet_vio {
  * @ticked: bit 0: a link tick queued @io_work since it last ran
  * @io_work: completions, aborts, and submissions that waited for room
  * @ack_wq: status waits
+ * @replaced_grace: pcinet_vio_replaced()'s count of looks at D's instance
+ *	that read otherwise than the link's @peer_inst; under @lock
  */
 struct pcinet_vio_dev {
 	struct virtio_device vdev;
@@ -218,6 +228,7 @@ struct pcinet_vio_dev {
 	unsigned long ticked;
 	struct work_struct io_work;
 	wait_queue_head_t ack_wq;
+	struct pcinet_grace replaced_grace;
 };
 
 static struct pcinet_vio_dev *to_pcinet_vio_dev(struct virtio_device *vdev)
@@ -361,14 +372,25 @@ static u32 pcinet_vio_peer_inst(struct pcinet_vio *vio);
  * remove waits for a status answer under the link's @lock: without this
  * look, a driver probing a former dev_gen (the new instance of D offers a
  * new one meanwhile, which ignores our driver state) waited the whole
- * PCINET_VIO_ACK_MS for an answer that never comes.  Process context.
+ * PCINET_VIO_ACK_MS for an answer that never comes.  D's instance read
+ * otherwise counts as @scan_work counts it: once it held for
+ * PCINET_PEER_GRACE_MS.  Process context.
  */
 static bool pcinet_vio_replaced(struct pcinet_vio_dev *dev)
 {
 	struct pcinet_vio *vio = dev->vio;
+	unsigned long flags;
+	bool other, held;
 
-	return le32_to_cpu(READ_ONCE(dev->desc->dev_gen)) != dev->info.dev_gen ||
-	       pcinet_vio_peer_inst(vio) != READ_ONCE(vio->peer_inst);
+	if (le32_to_cpu(READ_ONCE(dev->desc->dev_gen)) != dev->info.dev_gen ||
+	    !pcinet_chan_peer_alive(vio->ch))
+		return true;
+	other = pcinet_vio_peer_inst(vio) != READ_ONCE(vio->peer_inst);
+	spin_lock_irqsave(&dev->lock, flags);
+	held = pcinet_grace_look(&dev->replaced_grace, other, (u32)jiffies,
+				 PCINET_VIO_GRACE);
+	spin_unlock_irqrestore(&dev->lock, flags);
+	return held;
 }
 
 /* ----- death: from any context ----- */
@@ -1112,6 +1134,7 @@ static void pcinet_vio_scan(struct work_struct *work)
 	struct pcinet_vio *vio = container_of(work, struct pcinet_vio,
 					      scan_work);
 	struct pcinet_vio_dev *dev;
+	bool doubt, held;
 	unsigned int n;
 	u32 inst, gen;
 
@@ -1140,6 +1163,23 @@ static void pcinet_vio_scan(struct work_struct *work)
 		vio->gone_inst = 0;
 	if (vio->gone_inst)
 		inst = 0;
+	/*
+	 * D gone or replaced as read in D's own words (its features without
+	 * PCINET_F_VIRTIO, its region header's magic or inst) only once they
+	 * read so on every look for PCINET_PEER_GRACE_MS: a word a third
+	 * party overwrote lasts until D's next refresh (a tick), and must not
+	 * unplug every device.  A restart of D is acted upon that much later.
+	 * What the link says (peer gone, not alive) counts at once: it had
+	 * its grace.  Meanwhile nothing is plugged.
+	 */
+	doubt = vio->peer_inst && inst != vio->peer_inst && !vio->gone_inst &&
+		pcinet_chan_peer_alive(vio->ch);
+	held = pcinet_grace_look(&vio->peer_grace, doubt, (u32)jiffies,
+				 PCINET_VIO_GRACE);
+	if (doubt && !held)
+		inst = vio->peer_inst;
+	else
+		doubt = false;
 	if (inst != vio->peer_inst) {
 		/* D restarted or went: every device it offered is gone */
 		for (n = 0; n < PCINET_VIO_MAX_DEV; n++) {
@@ -1149,6 +1189,8 @@ static void pcinet_vio_scan(struct work_struct *work)
 			vio->slot[n].refused_gen = 0;
 		}
 		WRITE_ONCE(vio->peer_inst, inst);
+		/* a new count for the instance acted upon */
+		vio->peer_grace = (struct pcinet_grace){ 0 };
 	}
 	/*
 	 * Our instance is visible before any driver state that a plug
@@ -1176,7 +1218,7 @@ static void pcinet_vio_scan(struct work_struct *work)
 			}
 			continue;
 		}
-		if (inst && !vio->stopping)
+		if (inst && !doubt && !vio->stopping)
 			pcinet_vio_plug(vio, n);
 	}
 	if (inst)

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "pcinet_grace.h"
 #include "pcinet_vio_ring.h"
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
@@ -1082,6 +1083,95 @@ static int t_event_idx(void)
 	return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* The grace of a soft signal (pcinet_grace.c)                         */
+/* ------------------------------------------------------------------ */
+
+/*
+ * One row: looks at a reading, each @dt after the one before it (the
+ * first at the row's start), "B" bad / "g" good, and the answer expected
+ * after each look ("1" act, "0" stay).  grace 200 as in milliseconds
+ * (PCINET_PEER_GRACE_MS), looks every tick (100) or faster.
+ */
+static const struct {
+	const char *why;
+	u32 dt;
+	const char *looks;
+	const char *want;
+} grace_rows[] = {
+	{ "one bad look (a scribbled word, repaired by the next tick): stay",
+	  100, "gBggg", "00000" },
+	{ "bad for a tick (two looks): stay", 100, "gBBg", "0000" },
+	{ "bad on every look for the whole grace: gone, and it stays so",
+	  100, "gBBBBB", "000111" },
+	{ "bad every other look, forever: never gone", 100,
+	  "BgBgBgBgBgBgBgBgBgBg", "00000000000000000000" },
+	{ "fast looks (10 per tick), bad runs of 19 between good looks: stay",
+	  10, "BBBBBBBBBBBBBBBBBBBgBBBBBBBBBBBBBBBBBBBg",
+	  "0000000000000000000000000000000000000000" },
+	{ "fast looks, bad for 20 intervals: gone at the 21st look", 10,
+	  "BBBBBBBBBBBBBBBBBBBBBg", "0000000000000000000010" },
+	{ "a good look restarts the count: 2 + 2 bad ticks, then 3 bad", 100,
+	  "BBgBBgBBB", "000000001" },
+};
+
+/* Run row @r from clock @t0 at grace @grace. */
+static int grace_row(size_t r, u32 t0, u32 grace)
+{
+	struct pcinet_grace g = { 0 };
+	const char *l = grace_rows[r].looks;
+	u32 now = t0;
+	size_t i;
+	bool got;
+
+	for (i = 0; l[i]; i++, now += grace_rows[r].dt) {
+		got = pcinet_grace_look(&g, l[i] == 'B', now, grace);
+		CHECK(got == (grace_rows[r].want[i] == '1'),
+		      "%s (from %#x): look %zu answered %d", grace_rows[r].why,
+		      t0, i, got);
+	}
+	return 0;
+}
+
+static int t_grace(void)
+{
+	/* from 0, just before the clock wraps, and across it mid-row */
+	static const u32 starts[] = { 0, 0xffffffffu - 150, 0xffffff00u,
+				      0x7fffffffu };
+	size_t r, s;
+
+	for (r = 0; r < ARRAY_SIZE(grace_rows); r++)
+		for (s = 0; s < ARRAY_SIZE(starts); s++)
+			if (grace_row(r, starts[s], 200))
+				return -1;
+	return 0;
+}
+
+/* Grace 0 acts on the first bad look; a long bad run never wraps back. */
+static int t_grace_edges(void)
+{
+	struct pcinet_grace g = { 0 };
+	u32 now = 0xfffffff0u;
+	u64 step;
+
+	CHECK(!pcinet_grace_look(&g, false, now, 0), "good look, grace 0");
+	CHECK(pcinet_grace_look(&g, true, now, 0), "bad look, grace 0");
+	g = (struct pcinet_grace){ 0 };
+	CHECK(!pcinet_grace_look(&g, true, now, 200), "first bad look");
+	/* bad for ~3 wraps of the clock, looked at every 2^30 + 7 */
+	for (step = 0; step < 12; step++) {
+		now += (1u << 30) + 7;
+		CHECK(pcinet_grace_look(&g, true, now, 200),
+		      "bad run answered stay after %llu looks",
+		      (unsigned long long)step + 1);
+	}
+	CHECK(!pcinet_grace_look(&g, false, now, 200), "good look ends it");
+	CHECK(!pcinet_grace_look(&g, true, now + 1, 200), "a new run starts");
+	CHECK(!pcinet_grace_look(&g, true, now + 200, 200), "199 after its start");
+	CHECK(pcinet_grace_look(&g, true, now + 201, 200), "200 after its start");
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -1100,6 +1190,8 @@ static const struct {
 	{ "vio relay: EVENT_IDX kicks and used_event", t_event_idx },
 	{ "vio relay: worst-case virtio-blk request fits the pool sizing rule", t_blk_worst },
 	{ "vio relay: abort of virtio-fs requests writes a FUSE error reply", t_abort_fs },
+	{ "grace: one bad look stays, a whole grace goes, flapping never adds up, wraps", t_grace },
+	{ "grace: 0 acts at once, a long bad run stays gone across wraps", t_grace_edges },
 };
 
 int main(void)
