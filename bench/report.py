@@ -319,8 +319,10 @@ def vhost_md(R, w):
       'ramp.')
     w('- interrupts per I/O: the board\'s pcinet vectors in /proc/interrupts over its '
       'CPU window, divided by fio\'s I/Os in it (the doorbells a rang); doorbells per '
-      'I/O: the net channel\'s doorbells the board rang (ethtool -S), NBD only: the '
-      'virtio transport\'s kicks have no counter.\n')
+      'I/O over the same window: the board\'s link counters '
+      '(`/sys/class/net/pcinet0/device/doorbells/`) of the route\'s channel, '
+      '`virtio_rung`/`virtio_received` for virtio, `net_rung`/`net_received` for NBD '
+      '(runs before the counters existed have the net channel\'s ethtool count only).\n')
     ratio_table(w, sec, 'virtio / NBD')
     why = ('Targets (issue 10): virtio ≥ 1.5× NBD in MB/s and IOPS, ≤ 0.7× its iodepth-1 '
       'latency. Both guests run under TCG on the same 2-core machine (shared with other '

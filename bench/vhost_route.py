@@ -54,7 +54,9 @@ HSNAP = ('/tmp/h0', '/tmp/h1')	# a's counters at the window's ends
 TOPOLOGY = dict(machines=('a', 'b'), links=[('a', 'b')], fabric_size='64M',
                 fabric_vio='8M', vectors=4)
 PER_IO = (('irqs', 'board interrupts (pcinet vectors)'),
-          ('doorbells', 'board doorbells (net channel, ethtool)'))
+          ('db_out', 'board→host doorbells (the route\'s channel: virtio, '
+           'or net for NBD)'),
+          ('db_in', 'host→board doorbells the board received (likewise)'))
 FIGURES = VR.FIGURES[:8] + (
     ('seq_read_board_busy_pct', 'sequential read: board busy, % of its '
      'window', '%'),
@@ -98,7 +100,6 @@ class VhostRoute(VR.Route):
     the VM fio runs on), with a's CPU around each."""
 
     TARGETS = TARGETS
-    TCP = ('nbd_vhost',)
     DB_CHAN = {'vblk_vhost': 'dbv', 'nbd_vhost': 'dbn'}
 
     def __init__(self, args, progress):

@@ -263,11 +263,10 @@ class Route:
     """The board, pcinet-peer --blk --fs, the NBD daemon and diod; the
     fio runs and the folder tests.  A subclass with its own up() and
     down() reuses fio() (bench/vhost_route.py): TARGETS names its disks,
-    TCP those whose net doorbells ethtool counts, DB_CHAN the link's
-    doorbell counters (device/doorbells/) each one's I/O rings."""
+    DB_CHAN the channel whose doorbells (the board's device/doorbells/)
+    each one's I/O rings."""
 
     TARGETS = TARGETS
-    TCP = ('nbd_peer', 'ninep_peer')
     DB_CHAN = DB_CHAN
 
     def __init__(self, args, progress):
@@ -464,9 +463,6 @@ class Route:
         irq = 'virq' if target == 'vblk_qemu' else 'irq'
         irqs = (s1[irq] - s0[irq]) / ios
         raw.setdefault((target, f'{job}_irqs_per_io'), []).append(irqs)
-        if target in self.TCP:
-            raw.setdefault((target, f'{job}_doorbells_per_io'), []).append(
-                (s1['db'] - s0['db']) / ios)
         db = {}
         if target in self.DB_CHAN:
             c = self.DB_CHAN[target]
