@@ -92,6 +92,20 @@ Cases:
                       back end and offers anew: /dev/vda back by itself
                       within 20 s, data intact.  Failed before ("/dev/vda
                       back by itself not within 20s")
+  vhost-drain-other   two disks (blk0 throttled as above, blk1 not, told
+                      apart on b by their sizes), a write held in blk0's
+                      back end, rmmod pcinet on b: pcinet-vhost handles
+                      blk1's driver gone while blk0 still drains (its log:
+                      blk1's line before blk0's "not completed"), then
+                      kills blk0's back end; insmod: both disks back, no
+                      unplug, blk1's data intact
+  vhost-fs-reset-held virtiofsd SIGSTOPped under b's long write on the
+                      folder (its requests held: it answers GET_VRING_BASE
+                      only once they completed), rmmod pcinet on b:
+                      pcinet-vhost done with the reset (stop given up,
+                      virtiofsd killed) within the board's 3 s, b's write
+                      fails (EIO); insmod: the folder mounts again, files
+                      intact, no stale completion, no unplug
 """
 
 import atexit
@@ -401,7 +415,9 @@ def _(t):
 # node-name=blk0,filename=...; $4: the export of node blk0), writes
 # throttled to 4 KiB/s as test_virtio_faults.py's THROTTLED_QSD: the
 # throttle lets a 64 KiB write through, then holds the next for ~16 s.
+# Only blk0's: any other disk's back end runs as given.
 THROTTLED_QSD = r"""#!/bin/sh
+case "$2" in *node-name=blk0,*) ;; *) exec qemu-storage-daemon "$@";; esac
 exec qemu-storage-daemon --object throttle-group,id=tg0,x-bps-write=4096 \
 	--blockdev "driver=file,node-name=f0,${2#*node-name=blk0,}" \
 	--blockdev driver=throttle,node-name=blk0,throttle-group=tg0,file=f0 \
@@ -455,7 +471,8 @@ def _(t):
         # end in place of one that kept the write
         took = t.a.wait_until(
             f'tail -c +{mark + 1} {tv.LOG} | '
-            'grep -qE ": rings stopped|: back end ready"', 10 * SLOW,
+            'grep -qE ": rings stopped$|: rings stopped:|: back end '
+            'killed|: back end ready"', 10 * SLOW,
             what='pcinet-vhost handled the reset',
             show=f'tail -n 8 {tv.LOG}')
         h.info(f'pcinet-vhost handled the reset {took:.2f} s after rmmod')
@@ -525,6 +542,178 @@ def _(t):
         h.expect(got == pat, f'b reads {got}, written {pat}')
         tv.finish(t)
     finally:
+        tv.vhost_cleanup(t)
+
+
+IMG2 = '/tmp/board2.img'	# vhost-drain-other's second disk
+IMG2_MIB = 32			# told from blk0's image by its size on b
+
+
+def disks_by_size(t):
+    """b's two disks: (blk0's, of tv.IMG_MIB MiB; blk1's, IMG2_MIB)."""
+    t.b.wait_until('[ -b /dev/vda ] && [ -b /dev/vdb ]', 30 * SLOW,
+                   what='/dev/vda and /dev/vdb on b',
+                   show='ls /sys/block; dmesg | tail -n 10')
+    size = {d: int(t.b.run(f'cat /sys/block/{d}/size').strip())
+            for d in ('vda', 'vdb')}
+    held = [d for d in size if size[d] == tv.IMG_MIB << 11]
+    other = [d for d in size if size[d] == IMG2_MIB << 11]
+    h.expect(len(held) == 1 and len(other) == 1, f'disk sizes {size}')
+    return held[0], other[0]
+
+
+def log_lines(t, mark):
+    return t.a.run(f'tail -c +{mark + 1} {tv.LOG}').splitlines()
+
+
+def first(lines, *words):
+    """Index of the first line holding every word, or None."""
+    for i, line in enumerate(lines):
+        if all(w in line for w in words):
+            return i
+    return None
+
+
+# two 4 MiB-pool disks need more than test_vhost.py's 8 MiB regions
+TWO_DISKS = {'fabric_size': '128M', 'fabric_vio': '16M'}
+
+
+@h.case('vhost-drain-other', fresh=True, topology=TWO_DISKS)
+def _(t):
+    """Two disks; a write held in blk0's back end when b's transport goes
+    (rmmod): while pcinet-vhost waits for blk0's back end (its drain,
+    PV_DRAIN_MS), blk1's session end is handled at once, not after it;
+    insmod: both disks back, no unplug, blk1's data intact.  Failed
+    before the drain was looked at from the poll loop: blk1 waited for
+    blk0's whole drain and back end restart."""
+    try:
+        tv.started(
+            t, args=f'--blk {tv.IMG} --blk {IMG2}',
+            prep=f'truncate -s {IMG2_MIB}M {IMG2}; '
+            "cat >/tmp/qsd-throttled <<'EOS'\n" + THROTTLED_QSD +
+            'EOS\nchmod 755 /tmp/qsd-throttled',
+            env='PCINET_QSD=/tmp/qsd-throttled', wait='blk1: offered')
+        held, other = disks_by_size(t)
+        pat = tv.b_write(t, 1, 1, timeout=60, dev=other)
+        writes = B_WRITES.replace('vda', held)
+        n0 = int(t.b.run(writes).strip() or 0)
+        t.b.run('rm -f /tmp/dd.rc; ' +
+                LONG_DD.replace('urandom', 'zero').replace('vda', held))
+        t.b.wait_until(f'[ "$({writes})" -gt {n0} ]', 10 * SLOW,
+                       what="the dd's first write done",
+                       show='cat /tmp/dd.log /proc/diskstats')
+        t.b.run('[ ! -s /tmp/dd.rc ] || { cat /tmp/dd.log; false; }')
+        mark = int(t.a.run(f'wc -c <{tv.LOG}').strip())
+        h.unload(t.b, 5 * SLOW)
+        t.a.wait_until(
+            f'tail -c +{mark + 1} {tv.LOG} | grep -qE '
+            '"blk0: (back end killed|rings stopped$|rings stopped:|'
+            'back end ready)"',
+            10 * SLOW,
+            what="pcinet-vhost done with blk0's reset",
+            show=f'tail -n 12 {tv.LOG}')
+        lines = log_lines(t, mark)
+        i_held = first(lines, 'blk0: ', 'not completed')
+        i_other = first(lines, 'blk1: driver 0x', 'gone')
+        h.expect(i_held is not None, 'no request was held in blk0\'s back '
+                 'end:\n' + '\n'.join(lines[-12:]))
+        h.expect(i_other is not None and i_other < i_held,
+                 "blk1's driver gone handled only after blk0's drain:\n" +
+                 '\n'.join(lines[:16]))
+        h.info('a: ' + lines[i_other].strip())
+        h.info('a: ' + lines[i_held].strip())
+        unplugs0 = int(t.b.run('dmesg | grep -c "virtio slot .*unplugged"'
+                               ' || true').strip() or 0)
+        h.load(t.b)
+        held, other = disks_by_size(t)
+        unplugs = int(t.b.run('dmesg | grep -c "virtio slot .*unplugged"'
+                              ' || true').strip() or 0) - unplugs0
+        h.expect(unplugs == 0, f'{unplugs} unplug(s) after the insmod')
+        back = tv.b_sha(t, 1, 1, dev=other)
+        h.expect(back == pat, f'{other}: b reads {back}, written {pat}')
+        tv.finish(t)
+    finally:
+        tv.vhost_cleanup(t)
+
+
+# b's long write on the folder (up to 256 MiB, stopped long before)
+VFS_HELD = 'dd if=/dev/zero of=/mnt/big bs=64k count=4096'
+
+
+@h.case('vhost-fs-reset-held', fresh=True)
+def _(t):
+    """A folder's requests held in virtiofsd (SIGSTOPped under a long
+    write of b's) across b's rmmod and insmod of pcinet.  virtiofsd
+    (QEMU's, Debian's 7.2) answers GET_VRING_BASE only once the queue's
+    thread ended, which waits for every request it took
+    (fv_queue_set_started() -> fv_queue_cleanup_thread() ->
+    pthread_join()): a held request holds the answer, not the used
+    ring.  pcinet-vhost must give up on the stop within its budget
+    (PV_STOP_MS), kill virtiofsd and be done with the reset well inside
+    the board's PCINET_VIO_ACK_MS (3 s); b's write fails cleanly; after
+    the insmod the folder is back with its files intact, no stale
+    completion or unplug.  Failed before (GET_VRING_BASE waited for 2 s,
+    then SIGTERM with 2 s grace: the reset took over 4 s)."""
+    tv.need_vhost(t)
+    tv.need_virtiofsd(t)
+    try:
+        a_pat = tv.started(t, '--fs /tmp/share:share',
+                           prep=tv.SHARE_PREP,
+                           wait='fs0: offered').split()[0]
+        tv.b_mount_share(t, a_pat)
+        b_pat = t.b.run('dd if=/dev/urandom of=/tmp/from-b bs=1M count=1 '
+                        '2>/dev/null && cp /tmp/from-b /mnt/from-b && sync '
+                        '&& sha256sum /tmp/from-b', timeout=60).split()[0]
+        t.b.run(f'rm -f /tmp/dd.rc; ({VFS_HELD} >/tmp/dd.log 2>&1; '
+                'echo $? >/tmp/dd.rc) </dev/null >/dev/null 2>&1 &')
+        t.a.wait_until('[ -s /tmp/share/big ]', 10 * SLOW,
+                       what="b's write reaching a's folder")
+        t.a.run('kill -STOP $(pidof virtiofsd)')
+        size0 = t.a.run('stat -c %s /tmp/share/big').strip()
+        t.b.run('sleep 1; [ ! -s /tmp/dd.rc ] || { cat /tmp/dd.log; '
+                'false; }', timeout=30)
+        h.info(f'virtiofsd stopped with b\'s write under way ({size0} '
+               'bytes in a\'s file)')
+        mark = int(t.a.run(f'wc -c <{tv.LOG}').strip())
+        t0 = time.monotonic()
+        h.unload(t.b, 5 * SLOW)
+        t.a.wait_until(
+            f'tail -c +{mark + 1} {tv.LOG} | grep -qE '
+            '"fs0: (back end killed|rings stopped$|rings stopped:|'
+            'back end ready)"',
+            10 * SLOW, what='pcinet-vhost done with the reset',
+            show=f'tail -n 12 {tv.LOG}')
+        took = time.monotonic() - t0
+        lines = log_lines(t, mark)
+        h.info(f'pcinet-vhost done with the reset {took:.2f} s after the '
+               'rmmod: ' + ' / '.join(
+                   line.split('fs0: ', 1)[-1] for line in lines
+                   if 'fs0: ' in line)[:400])
+        h.expect(took <= 3.0 * SLOW, f'the reset took {took:.1f} s: past '
+                 "the board's status wait (3 s)")
+        t.b.wait_until('[ -s /tmp/dd.rc ]', 10 * SLOW, what='the dd ends',
+                       show='cat /tmp/dd.log')
+        rc = int(t.b.run('cat /tmp/dd.rc').strip())
+        h.info(f"b's write: exit {rc}: " +
+               t.b.run('tail -n 2 /tmp/dd.log').strip().replace('\n', '; '))
+        h.expect(rc != 0, "b's write succeeded: nothing was held")
+        t.b.run('umount -l /mnt 2>/dev/null; true')
+        unplugs0 = int(t.b.run('dmesg | grep -c "virtio slot .*unplugged"'
+                               ' || true').strip() or 0)
+        h.load(t.b)
+        tv.b_mount_share(t, a_pat)
+        got = t.b.run('sha256sum /mnt/from-b', timeout=60).split()[0]
+        h.expect(got == b_pat, f'from-b: b reads {got}, wrote {b_pat}')
+        stale = t.b.run('dmesg | grep "virtio slot .*used" || true').strip()
+        h.expect(not stale, 'a stale completion reached the new session:\n'
+                 + stale)
+        unplugs = int(t.b.run('dmesg | grep -c "virtio slot .*unplugged"'
+                              ' || true').strip() or 0) - unplugs0
+        h.expect(unplugs == 0, f'{unplugs} unplug(s) after the insmod')
+        t.b.run('umount /mnt', timeout=30)
+        tv.finish(t)
+    finally:
+        t.a.sh('kill -CONT $(pidof virtiofsd) 2>/dev/null; true')
         tv.vhost_cleanup(t)
 
 

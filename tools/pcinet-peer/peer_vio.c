@@ -47,7 +47,9 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 
 #include "pcinet_grace.h"
@@ -78,7 +80,15 @@
 #define PV_MAX_VQ	2		/* virtio-fs: hiprio, one request queue */
 #define PV_PAGE		4096U
 #define PV_TIMEOUT_MS	2000		/* a vhost-user reply */
-#define PV_DRAIN_MS	2000		/* a stopped ring's requests to complete */
+/*
+ * A reset's answer path, bounded below the board's PCINET_VIO_ACK_MS
+ * (3000 ms; docs/design.md, "Virtio channel", open question 11): the
+ * stop's replies PV_STOP_MS, the drain PV_DRAIN_MS, then a back end that
+ * kept requests or did not stop is SIGKILLed (no grace) and the device
+ * withdrawn (be_lost()).
+ */
+#define PV_STOP_MS	250		/* SET_VRING_ENABLE 0 + GET_VRING_BASE, all queues */
+#define PV_DRAIN_MS	1000		/* a stopped ring's requests to complete */
 #define PV_START_MS	10000		/* the back end's socket to appear */
 #define PV_RETRY_MS	1000		/* before starting it again */
 #define PV_REOFFER_MS	1000		/* between offers the peer dropped */
@@ -635,10 +645,12 @@ static u16 used_idx(const struct pv_dev *d, unsigned int q)
  * idx moved by one per completion from @used_start: the session's
  * reset is answered only once they meet, so no completion of this
  * session lands in the next one's used ring (design.md, virtio open
- * question 11).  -ETIMEDOUT after PV_DRAIN_MS, -EIO if the counts make
- * no sense (the used ring overwritten): the caller kills the back end.
+ * question 11).  -ETIMEDOUT at @end (pv_now(): the stop's PV_STOP_MS
+ * and PV_DRAIN_MS, for all queues), -EIO if the counts make no sense
+ * (the used ring overwritten): the caller kills the back end.
  */
-static int ring_drain(struct pv_dev *d, unsigned int q, unsigned int base)
+static int ring_drain(struct pv_dev *d, unsigned int q, unsigned int base,
+		      u64 end)
 {
 	u16 left = (u16)base - (u16)(used_idx(d, q) - d->used_start[q]);
 	u64 t0 = pv_now(), beat = t0;
@@ -653,7 +665,7 @@ static int ring_drain(struct pv_dev *d, unsigned int q, unsigned int base)
 	}
 	pv_log("%s: queue %u stopped with %u request(s) still in the back end: waiting",
 	       d->t->name, q, first);
-	while (left && pv_now() - t0 < PV_DRAIN_MS) {
+	while (left && pv_now() < end) {
 		usleep(1000);
 		/* the peer's peer_timeout_ms is shorter than our wait */
 		if (pv_now() - beat >= PCINET_TICK_MS) {
@@ -663,8 +675,9 @@ static int ring_drain(struct pv_dev *d, unsigned int q, unsigned int base)
 		left = (u16)base - (u16)(used_idx(d, q) - d->used_start[q]);
 	}
 	if (left) {
-		pv_log("%s: queue %u: %u request(s) not completed in %u ms",
-		       d->t->name, q, left, PV_DRAIN_MS);
+		pv_log("%s: queue %u: %u request(s) not completed in %llu ms",
+		       d->t->name, q, left,
+		       (unsigned long long)(pv_now() - t0));
 		return -ETIMEDOUT;
 	}
 	d->drained += first;
@@ -673,48 +686,77 @@ static int ring_drain(struct pv_dev *d, unsigned int q, unsigned int base)
 	return 0;
 }
 
+/* The socket's receive timeout: a reply to wait for at most @ms. */
+static void vu_timeout(struct pv_dev *d, u64 ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000,
+			      .tv_usec = (ms % 1000) * 1000 + 1000 };
+
+	if (d->dev.sock >= 0)
+		setsockopt(d->dev.sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
 /*
- * Stop the back end's rings (SET_VRING_ENABLE 0, GET_VRING_BASE), and
- * wait for the requests it still had (ring_drain()).
+ * Stop the back end's rings (SET_VRING_ENABLE 0, GET_VRING_BASE: all
+ * queues' replies within PV_STOP_MS; virtiofsd answers GET_VRING_BASE
+ * only once every request it took completed, so a held one holds the
+ * reply), and wait for the requests it still had (ring_drain()).
  */
 static int rings_stop(struct pv_dev *d)
 {
-	unsigned int base, q;
+	u64 end = pv_now() + PV_STOP_MS, now;
+	unsigned int base[PV_MAX_VQ], q, stopped = 0;
 	int err = 0, e;
 
 	for (q = 0; q < d->t->nr_vq; q++) {
 		if (!(d->running & (1u << q)))
 			continue;
 		d->running &= ~(1u << q);
-		e = vu_stop_vring(&d->dev, q, &base);
-		if (!e)
-			e = ring_drain(d, q, base);
-		if (e) {
-			pv_log("%s: stopping the back end's queue %u: %s",
-			       d->t->name, q, strerror(-e));
-			err = e;
+		now = pv_now();
+		e = -ETIMEDOUT;
+		if (now < end && !err) {
+			vu_timeout(d, end - now);
+			e = vu_stop_vring(&d->dev, q, &base[q]);
+			vu_timeout(d, PV_TIMEOUT_MS);
 		}
+		if (!e)
+			stopped |= 1u << q;
+		else if (!err)
+			err = e;
 	}
+	/* every queue stopped first, then their requests waited for */
+	for (q = 0; q < d->t->nr_vq && !err; q++) {
+		if (stopped & (1u << q))
+			err = ring_drain(d, q, base[q], end + PV_DRAIN_MS);
+	}
+	if (err)
+		pv_log("%s: stopping the back end's rings: %s", d->t->name,
+		       strerror(-err));
 	d->run_peer = -1;
 	return err;
 }
 
-static void be_kill(struct pv_dev *d)
+/* The back end stopped: SIGTERM, @grace_ms, SIGKILL; reaped. */
+static void be_kill(struct pv_dev *d, unsigned int grace_ms)
 {
 	vu_close(&d->dev);
 	d->running = 0;
 	d->feat_ok = false;
 	d->be = BE_DOWN;
-	vu_stop_backend(d->pid, 1000);
+	vu_stop_backend(d->pid, grace_ms);
 	d->pid = -1;
 }
 
-/* The back end failed: withdraw the device, start it again later. */
+/*
+ * The back end failed: withdraw the device, start it again later.  It
+ * is killed at once (no grace): what it holds is abandoned, and a reset
+ * the board waits for must not wait for its exit.
+ */
 static void be_lost(struct pv_dev *d, int call_fd, const char *why)
 {
 	pv_log("%s: back end lost: %s", d->t->name, why);
 	withdraw(d, call_fd, "back end lost");
-	be_kill(d);
+	be_kill(d, 0);
 	d->dev_gen = 0;
 	d->retry_ms = pv_now() + PV_RETRY_MS;
 }
@@ -1315,7 +1357,7 @@ void pvio_stop(int call_fd)
 		d = V.on[k];
 		if (d->be == BE_READY)
 			rings_stop(d);
-		be_kill(d);
+		be_kill(d, 1000);
 		unlink(d->sock);
 		pv_log("%s stopped: %llu offers, %llu answers, %llu kicks, %llu config writes",
 		       d->t->name, (unsigned long long)d->offers,

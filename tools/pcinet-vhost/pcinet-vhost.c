@@ -46,7 +46,9 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 
 #include "pcinet_vhost.h"
@@ -70,7 +72,17 @@
 #define PV_FS_POOL	(2U << 20)	/* fs 2 MiB each way */
 #define PV_MAX_DEV	PCINET_VHOST_MAX_DEV
 #define PV_TIMEOUT_MS	2000		/* a vhost-user reply */
-#define PV_DRAIN_MS	2000		/* a stopped ring's requests to complete */
+/*
+ * The reset's answer path, bounded below the board's PCINET_VIO_ACK_MS
+ * (3000 ms; docs/design.md, "Virtio channel", open question 11, where
+ * the terms are added up): the stop's replies PV_STOP_MS, the drain
+ * PV_DRAIN_MS, then a back end that kept requests is SIGKILLed (no
+ * grace: what it holds is abandoned anyway) and the reset answered; its
+ * replacement starts after the answer.
+ */
+#define PV_STOP_MS	250		/* SET_VRING_ENABLE 0 + GET_VRING_BASE, all queues */
+#define PV_DRAIN_MS	1000		/* a stopped ring's requests to complete */
+#define PV_DRAIN_POLL_MS 5		/* the loop's timeout while a device drains */
 #define PV_START_MS	10000		/* the back end's socket to appear */
 #define PV_RETRY_MS	1000		/* before a back end is started again */
 #define USED_BYTES	(6 + 8 * (uint64_t)PV_NUM)	/* a used ring of num_max */
@@ -129,6 +141,12 @@ struct pv_dev {
 	bool running;
 	bool used;		/* a session ran on this back end (virtiofsd: one-shot) */
 	unsigned int num[PCINET_VHOST_MAX_VQ];	/* the running rings' sizes */
+
+	/* a reset under way (drain_start(), drain_poll()) */
+	bool draining;		/* rings stopped, requests still in the back end */
+	uint64_t drain_t0, drain_end;	/* now_ms() at the stop; its deadline */
+	unsigned int base[PCINET_VHOST_MAX_VQ];	/* GET_VRING_BASE's counts */
+	const char *stale;	/* why the back end must be replaced, or NULL */
 };
 
 static struct {
@@ -252,8 +270,29 @@ static void be_kill(struct pv_dev *d)
 {
 	vu_close(&d->vu);
 	d->running = false;
+	d->draining = false;
+	d->stale = NULL;
 	vu_stop_backend(d->pid, 2000);
 	d->pid = -1;
+}
+
+/*
+ * The back end is dropped at once (SIGKILL, no grace) when a reset must
+ * be answered and it still holds requests, would not stop its rings in
+ * time, or serves no second session: once it is reaped it touches the
+ * rings and pools no more, so the reset can be answered; what it held is
+ * abandoned (the board aborted those requests already).  Its
+ * replacement is started after the answer (@why, be_renew()).
+ */
+static void be_abandon(struct pv_dev *d, const char *why)
+{
+	pv_log(d, "back end killed: %s", why);
+	vu_close(&d->vu);
+	d->running = false;
+	d->draining = false;
+	vu_stop_backend(d->pid, 0);
+	d->pid = -1;
+	d->stale = why;
 }
 
 /* The config space to offer: the back end's (blk, clamped) or the tag (fs). */
@@ -399,7 +438,7 @@ static int be_renew(struct pv_dev *d, const char *why)
 	uint64_t offer = d->offer;
 	int err;
 
-	if (d->state != PV_OFFERED || d->running) {
+	if (d->state != PV_OFFERED || d->running || d->draining) {
 		be_lost(d, why);
 		return -1;
 	}
@@ -518,59 +557,69 @@ static uint16_t used_idx(const struct pv_dev *d, unsigned int q)
 }
 
 /*
- * After GET_VRING_BASE: wait until the back end completed every request
- * it took from queue @q.  libvhost-user answers GET_VRING_BASE at once
- * and qemu-storage-daemon's requests under way go on, each pushed into
- * the used ring when it completes, whether the ring still runs or not.
- * @base is the number of requests the back end took (the ring started
- * at 0, its used ring zeroed by rings_start()), so the used idx reaches
- * @base once every one completed: only then is the reset answered or a
- * new driver's session started, so no completion of this session lands
- * in the next one's used ring (design.md, virtio open question 11).
- * pcinet-peer does the same (its ring_drain()).  Returns 0, -ETIMEDOUT
- * after PV_DRAIN_MS, -EIO if the counts make no sense (the used ring is
- * in the window: the board may have written it; or the back end lies):
- * the caller replaces the back end (be_renew()), whose requests then die
- * with it.  Our heartbeat is the kernel's: it goes on while this program
- * waits, but so does the board's status wait (PCINET_VIO_ACK_MS, 3 s).
+ * After GET_VRING_BASE: has the back end completed every request it
+ * took?  libvhost-user answers GET_VRING_BASE at once and
+ * qemu-storage-daemon's requests under way go on, each pushed into the
+ * used ring when it completes, whether the ring still runs or not.
+ * d->base[q] is the number of requests the back end took from queue q
+ * (the ring started at 0, its used ring zeroed by rings_start()), so the
+ * used idx reaches it once every one completed: only then is the reset
+ * answered or a new driver's session started, so no completion of this
+ * session lands in the next one's used ring (design.md, virtio open
+ * question 11).  pcinet-peer does the same (its ring_drain()).
+ *
+ * Not a wait: called from the poll loop (drv_step()) until it says
+ * done, so that other devices' resets and requests go on meanwhile.
+ * Returns 0 (all completed), -EAGAIN (some left, before the deadline),
+ * -ETIMEDOUT (some left at d->drain_end), -EIO if the counts make no
+ * sense (the used ring is in the window: the board may have written it;
+ * or the back end lies): the caller then kills the back end
+ * (be_abandon()), whose requests die with it.
  */
-static int ring_drain(struct pv_dev *d, unsigned int q, unsigned int base)
+static int drain_poll(struct pv_dev *d)
 {
-	uint16_t left = (uint16_t)base - used_idx(d, q);
-	uint64_t t0 = now_ms();
-	unsigned int first = left;
+	unsigned int q, left = 0;
+	uint16_t l;
 
+	for (q = 0; q < d->nr_vq; q++) {
+		l = (uint16_t)d->base[q] - used_idx(d, q);
+		if (l > d->num[q]) {
+			pv_log(d, "queue %u: %u taken, used idx %u: the used ring makes no sense",
+			       q, d->base[q], used_idx(d, q));
+			return -EIO;
+		}
+		left += l;
+	}
 	if (!left)
 		return 0;
-	if (left > d->num[q]) {
-		pv_log(d, "queue %u: %u taken, used idx %u: the used ring makes no sense",
-		       q, base, used_idx(d, q));
-		return -EIO;
-	}
-	pv_log(d, "queue %u stopped with %u request(s) still in the back end: waiting",
-	       q, first);
-	while (left && now_ms() - t0 < PV_DRAIN_MS) {
-		usleep(1000);
-		left = (uint16_t)base - used_idx(d, q);
-	}
-	if (left) {
-		pv_log(d, "queue %u: %u request(s) not completed in %u ms",
-		       q, left, PV_DRAIN_MS);
-		return -ETIMEDOUT;
-	}
-	pv_log(d, "queue %u: the back end completed them in %llu ms", q,
-	       (unsigned long long)(now_ms() - t0));
-	return 0;
+	if (now_ms() < d->drain_end)
+		return -EAGAIN;
+	pv_log(d, "%u request(s) not completed in %u ms", left, PV_DRAIN_MS);
+	return -ETIMEDOUT;
+}
+
+/* The socket's receive timeout: a reply to wait for at most @ms. */
+static void vu_timeout(struct pv_dev *d, uint64_t ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000,
+			      .tv_usec = (ms % 1000) * 1000 + 1000 };
+
+	if (d->vu.sock >= 0)
+		setsockopt(d->vu.sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
 /*
- * Stop what the back end does for the driver (status 0, a new driver):
- * its rings stopped, and the requests it still had waited for
- * (ring_drain()).  An error: the back end must be replaced.
+ * Stop what the back end does for the driver (status 0, FAILED, a new
+ * driver): its rings stopped within PV_STOP_MS for all queues, then the
+ * requests it still had waited for, from the poll loop (drain_poll()).
+ * Returns 0 when the back end touches the rings no more (stopped and
+ * drained, or killed: d->stale then says why it must be replaced), or
+ * -EINPROGRESS while it drains (d->draining; drv_step() goes on).
  */
-static int session_reset(struct pv_dev *d)
+static int drain_start(struct pv_dev *d)
 {
-	unsigned int q, base;
+	uint64_t t0 = now_ms(), end = t0 + PV_STOP_MS, now;
+	unsigned int q, left = 0;
 	int err = 0;
 
 	d->feat_ok = false;
@@ -578,15 +627,36 @@ static int session_reset(struct pv_dev *d)
 		return 0;
 	d->running = false;
 	for (q = 0; q < d->nr_vq && !err; q++) {
-		err = vu_stop_vring(&d->vu, q, &base);
+		now = now_ms();
+		err = -ETIMEDOUT;
+		if (now >= end)
+			break;
+		vu_timeout(d, end - now);
+		err = vu_stop_vring(&d->vu, q, &d->base[q]);
 		if (!err)
-			err = ring_drain(d, q, base);
+			left += (uint16_t)d->base[q] - used_idx(d, q);
 	}
-	if (err)
+	vu_timeout(d, PV_TIMEOUT_MS);
+	if (err) {
 		pv_log(d, "stopping the back end's rings: %s", strerror(-err));
-	else
-		pv_log(d, "rings stopped");
-	return err;
+		be_abandon(d, "it did not stop its rings");
+		return 0;
+	}
+	d->drain_t0 = now_ms();
+	d->drain_end = d->drain_t0 + PV_DRAIN_MS;
+	err = drain_poll(d);
+	if (err == -EAGAIN) {
+		pv_log(d, "rings stopped with %u request(s) still in the back end: waiting",
+		       left);
+		d->draining = true;
+		return -EINPROGRESS;
+	}
+	if (err) {
+		be_abandon(d, "its rings hold requests");
+		return 0;
+	}
+	pv_log(d, "rings stopped");
+	return 0;
 }
 
 /*
@@ -665,7 +735,7 @@ static int answer(struct pv_dev *d, const struct pcinet_vhost_drv *s)
 	int err = 0;
 
 	if (!st || (st & S_FAILED)) {
-		err = session_reset(d);
+		err = drain_start(d);
 		ans = st;
 	} else {
 		ans = st & (S_ACKNOWLEDGE | S_DRIVER);
@@ -702,13 +772,37 @@ static int answer(struct pv_dev *d, const struct pcinet_vhost_drv *s)
 	return err;
 }
 
-/* One look at the driver state of an offered device. */
+/*
+ * A back end that was killed for the reset (be_abandon()) is replaced
+ * once the reset is answered, or before a status that needs it.
+ */
+static int renew_stale(struct pv_dev *d)
+{
+	return d->stale ? be_renew(d, d->stale) : 0;
+}
+
+/*
+ * One look at the driver state of an offered device.  A reset whose
+ * back end still drains is looked at again on the next turn of the
+ * loop (drain_poll()), the other devices served meanwhile.
+ */
 static void drv_step(struct pv_dev *d)
 {
 	struct pcinet_vhost_drv s;
 	uint32_t drv_gen;
 	int err;
 
+	if (d->draining) {
+		err = drain_poll(d);
+		if (err == -EAGAIN)
+			return;
+		d->draining = false;
+		if (err)
+			be_abandon(d, "its rings hold requests");
+		else
+			pv_log(d, "rings stopped: the back end completed them in %llu ms",
+			       (unsigned long long)(now_ms() - d->drain_t0));
+	}
 	memset(&s, 0, sizeof(s));
 	s.slot = d->dev.slot;
 	if (ioctl(G.ctl, PCINET_VHOST_GET_DRV, &s)) {
@@ -718,21 +812,20 @@ static void drv_step(struct pv_dev *d)
 	}
 	drv_gen = s.valid ? s.drv_gen : 0;
 	if (drv_gen != d->drv_gen) {
+		if (drain_start(d) == -EINPROGRESS)
+			return;
 		if (d->drv_gen)
 			pv_log(d, "driver 0x%08x gone%s", d->drv_gen,
 			       drv_gen ? ", a new one registered" : "");
 		else
 			pv_log(d, "driver 0x%08x registered", drv_gen);
-		if (session_reset(d) && be_renew(d, "stopping its rings failed"))
-			return;
 		d->drv_gen = drv_gen;
 		d->answered = false;
 		if (drv_gen && s.error)
 			pv_log(d, "driver reports error %u", s.error);
 		/* virtiofsd serves one FUSE session: a new one for the next */
-		if (d->used && d->kind == PV_FS &&
-		    be_renew(d, "virtiofsd serves one driver session"))
-			return;
+		if (d->used && d->kind == PV_FS && !d->stale)
+			be_abandon(d, "virtiofsd serves one driver session");
 	}
 	if (!drv_gen && s.error) {
 		/*
@@ -745,16 +838,23 @@ static void drv_step(struct pv_dev *d)
 		be_lost(d, "dropped by the board");
 		return;
 	}
-	if (!drv_gen || (d->answered && s.status_seq == d->seq))
+	if (!drv_gen || (d->answered && s.status_seq == d->seq)) {
+		renew_stale(d);
+		return;
+	}
+	/* a reset is answered first, anything else needs the back end */
+	if ((s.status & 0xff) && !(s.status & S_FAILED) && renew_stale(d))
 		return;
 	err = answer(d, &s);
-	if (err == -ENODEV)
+	if (err == -ENODEV || err == -EINPROGRESS)
 		return;
 	/* once, on a fresh back end, if the board had no ring running */
 	if (err && !be_renew(d, "a vhost-user request failed"))
 		err = answer(d, &s);
 	if (err && err != -ENODEV && d->state == PV_OFFERED)
 		be_lost(d, "a vhost-user request failed");
+	else if (!err)
+		renew_stale(d);
 }
 
 /* ----- devices, the control file ----- */
@@ -798,6 +898,17 @@ static void dev_step(struct pv_dev *d)
 		drv_step(d);
 }
 
+/* Is a device's reset waiting for its back end (drain_poll())? */
+static bool draining(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < PV_MAX_DEV; i++)
+		if (G.dev[i].live && G.dev[i].draining)
+			return true;
+	return false;
+}
+
 static void reap(void)
 {
 	unsigned int i;
@@ -806,11 +917,20 @@ static void reap(void)
 	for (i = 0; i < PV_MAX_DEV; i++) {
 		struct pv_dev *d = &G.dev[i];
 
-		if (d->live && d->pid > 0 && waitpid(d->pid, &st, WNOHANG) == d->pid) {
-			d->pid = -1;
-			be_renew(d, WIFSIGNALED(st) ? "killed by a signal" :
-				 "it exited");
+		if (!d->live || d->pid <= 0 ||
+		    waitpid(d->pid, &st, WNOHANG) != d->pid)
+			continue;
+		d->pid = -1;
+		if (d->draining) {
+			/* its requests died with it: the reset is answered first */
+			vu_close(&d->vu);
+			d->draining = false;
+			d->stale = "it exited while its rings drained";
+			pv_log(d, "back end exited while its rings drained");
+			continue;
 		}
+		be_renew(d, WIFSIGNALED(st) ? "killed by a signal" :
+			 "it exited");
 	}
 }
 
@@ -1302,7 +1422,8 @@ int main(int argc, char **argv)
 				dev_step(&G.dev[i]);
 		pfd[0] = (struct pollfd){ .fd = G.sigfd, .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = G.ctl, .events = POLLIN };
-		n = poll(pfd, G.ctl >= 0 ? 2 : 1, G.ctl >= 0 ? PV_TICK_MS : 500);
+		n = poll(pfd, G.ctl >= 0 ? 2 : 1, G.ctl < 0 ? 500 :
+			 draining() ? PV_DRAIN_POLL_MS : PV_TICK_MS);
 		if (n < 0 && errno != EINTR) {
 			perror("pcinet-vhost: poll");
 			break;

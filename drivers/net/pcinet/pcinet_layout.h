@@ -594,7 +594,10 @@ static_assert(sizeof(struct pcinet_rec) <= PCINET_REC_ALIGN);
  * How long a driver side waits for the device side to answer a status
  * write (reset, FEATURES_OK) before it declares the device gone.  The
  * device side answers a reset only once its back end stopped touching
- * the rings, which takes a vhost-user round trip per queue.
+ * the rings, which takes a vhost-user round trip per queue and the
+ * requests the back end still holds; pcinet-vhost and pcinet-peer bound
+ * that to about 1.6 s, killing a back end that holds them longer
+ * (docs/design.md, virtio open question 11: the budget).
  */
 #define PCINET_VIO_ACK_MS	3000
 
