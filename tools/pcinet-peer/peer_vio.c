@@ -183,6 +183,8 @@ enum pv_be { BE_DOWN, BE_STARTING, BE_READY };
  * @published: @desc is in the peer's drv region
  * @config_gen: bumped per offer
  * @drv_gen: the driver registration we answer; 0: none
+ * @drv_grace: @drv_gen read as gone or replaced, since when (a soft
+ *	signal: pcinet_grace.h)
  * @answered: we answered a status of @drv_gen
  * @seq: the status_seq answered last
  * @feat_ok: the driver's features are accepted and set
@@ -224,6 +226,7 @@ struct pv_dev {
 	u32 config_gen;
 
 	u32 drv_gen;
+	struct pcinet_grace drv_grace;
 	bool answered;
 	u32 seq;
 	bool feat_ok;
@@ -1134,6 +1137,7 @@ static void drv_poll(struct pv_dev *d, int peer_id, int call_fd)
 	u32 seq, cseq, drv_gen, n;
 	unsigned int q;
 	u64 one = 1;
+	bool doubt;
 
 	/* V4': pairs with V3 in the peer; the rest after status_seq */
 	seq = le32_to_cpu(pcinet_load_acquire(&w->status_seq));
@@ -1143,7 +1147,21 @@ static void drv_poll(struct pv_dev *d, int peer_id, int call_fd)
 	drv_gen = le32_to_cpu(ds.drv_gen);
 	if (le32_to_cpu(ds.dev_gen) != d->dev_gen)
 		drv_gen = 0;	/* a block about another instance: ignored */
+	/*
+	 * The driver we serve read as gone or replaced (its drv_gen or the
+	 * dev_gen beside it changed): acted upon only once that held on
+	 * every look for PCINET_PEER_GRACE_MS (pcinet_grace.h).  A word a
+	 * third party overwrote lasts until the board's next refresh; acted
+	 * upon at once, it stopped the rings under a driver that never knew
+	 * (virtio-scribble: wedged, unplugged 10 s later).  Until then
+	 * nothing of this block counts.  A first driver is taken at once.
+	 */
+	doubt = d->drv_gen && drv_gen != d->drv_gen;
+	if (!pcinet_grace_look(&d->drv_grace, doubt, (u32)pv_now(),
+			       PCINET_PEER_GRACE_MS) && doubt)
+		return;
 	if (drv_gen != d->drv_gen) {
+		d->drv_grace = (struct pcinet_grace){ 0 };
 		if (d->drv_gen || d->feat_ok || d->running)
 			pv_log("%s: driver 0x%08x gone%s", d->t->name, d->drv_gen,
 			       drv_gen ? ", a new one registered" : "");
