@@ -369,6 +369,18 @@ def scribble(t, regions, secs, rate=RATE, mode='random'):
         time.sleep(0.05)
 
 
+def pattern_start(t):
+    """1 MiB of random bytes written to /dev/vda at 1 MiB in the background
+    (64 KiB O_DIRECT writes, fsync; pattern_written() waits for it); its
+    sha256."""
+    pat = t.a.run('dd if=/dev/urandom of=/tmp/pat bs=1M count=1 '
+                  '2>/dev/null && sha256sum /tmp/pat').split()[0]
+    t.a.run('((dd if=/tmp/pat of=/dev/vda bs=64k seek=16 oflag=direct '
+            'conv=fsync >/tmp/pat.log 2>&1; echo $? >/tmp/pat.rc) &) '
+            '>/dev/null 2>&1')
+    return pat
+
+
 def pattern_written(t):
     """The pattern's background dd (/tmp/pat.rc) ended, successfully."""
     t.a.wait_until('[ -e /tmp/pat.rc ]', 120, what='the pattern written')
@@ -403,11 +415,7 @@ def _(t):
                 f'(ping -c 100000 -s 1400 {HOST_IP} >/dev/null 2>&1 &) '
                 '>/dev/null 2>&1')
         dd_start(t)
-        pat = t.a.run('dd if=/dev/urandom of=/tmp/pat bs=1M count=1 '
-                      '2>/dev/null && sha256sum /tmp/pat').split()[0]
-        t.a.run('((dd if=/tmp/pat of=/dev/vda bs=64k seek=16 oflag=direct '
-                'conv=fsync >/tmp/pat.log 2>&1; echo $? >/tmp/pat.rc) &) '
-                '>/dev/null 2>&1')
+        pat = pattern_start(t)
         scribble(t, ('net0', 'net1', 'tty0', 'tty1'), 5, rate=2000,
                  mode='bounds')
         for p in host:
@@ -642,11 +650,7 @@ def _(t):
         before = ring_faults(t)['resets']
         unplugs0 = unplugs(t)
         dd_start(t, loop='stop')
-        pat = t.a.run('dd if=/dev/urandom of=/tmp/pat bs=1M count=1 '
-                      '2>/dev/null && sha256sum /tmp/pat').split()[0]
-        t.a.run('((dd if=/tmp/pat of=/dev/vda bs=64k seek=16 oflag=direct '
-                'conv=fsync >/tmp/pat.log 2>&1; echo $? >/tmp/pat.rc) &) '
-                '>/dev/null 2>&1')
+        pat = pattern_start(t)
         # one write every 0.5 s: each is repaired by its writer's next
         # tick (100 ms) before the next one lands
         scribble(t, ('live0', 'live1'), 8, rate=2)
@@ -724,11 +728,7 @@ def _(t):
         unplugs0 = unplugs(t)
         mark = peer.log_size()
         dd_start(t, loop='stop')
-        pat = t.a.run('dd if=/dev/urandom of=/tmp/pat bs=1M count=1 '
-                      '2>/dev/null && sha256sum /tmp/pat').split()[0]
-        t.a.run('((dd if=/tmp/pat of=/dev/vda bs=64k seek=16 oflag=direct '
-                'conv=fsync >/tmp/pat.log 2>&1; echo $? >/tmp/pat.rc) &) '
-                '>/dev/null 2>&1')
+        pat = pattern_start(t)
         for n in range(POKES):
             region, off, name, magic = PEER_WORDS[n % len(PEER_WORDS)]
             old = poke(t, region, off, wrong(rng, name, magic))
