@@ -13,7 +13,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 SRC := $(TOP)/drivers/net/pcinet
 KBUILD_ARGS = -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
 
-.PHONY: all module debug-kernel debug-module fabric unit setup check demo chassis bench bench-storage bench-scale bench-chassis bench-virtio bench-vhost soak \
+.PHONY: all module debug-kernel debug-module fabric unit setup check check-all demo chassis bench bench-storage bench-scale bench-chassis bench-virtio bench-vhost soak \
 	style sparse w1 w1-6.1 w1-6.12 gates install dkms clean
 
 all: module fabric
@@ -77,8 +77,13 @@ install:
 dkms:
 	$(TOP)/scripts/dkms-check.sh
 
+# make check: README's test command and .ci/run's, inside CI's time;
+# make check-all: every case on both kernels (scripts/check.sh, the tiers).
 check:
-	KERNEL="$(KERNEL)" REPEAT="$(REPEAT)" $(TOP)/scripts/check.sh $(TESTS)
+	TIER=check KERNEL="$(KERNEL)" REPEAT="$(REPEAT)" $(TOP)/scripts/check.sh $(TESTS)
+
+check-all:
+	TIER=all KERNEL="$(KERNEL)" REPEAT="$(REPEAT)" $(TOP)/scripts/check.sh $(TESTS)
 
 demo:
 	$(TOP)/scripts/demo.sh

@@ -20,9 +20,11 @@ fi
 cd "$top"
 files=$(git ls-files 'drivers/net/pcinet/*.[ch]' 'tools/pcinet-peer/*.[ch]' \
 	'tools/pcinet-vhost/pcinet-vhost.c' 'tools/pcinet-vhost/vio_blk.[ch]')
-"$dir/scripts/checkpatch.pl" --strict --no-tree --terse --show-types -f $files |
-	grep -v '^total: 0 errors, 0 warnings, 0 checks' || true
-"$dir/scripts/checkpatch.pl" --strict --no-tree --quiet -f $files >/dev/null
+# one pass: its status says whether anything was found, its output where
+rc=0
+out=$("$dir/scripts/checkpatch.pl" --strict --no-tree --terse --show-types -f $files) || rc=$?
+grep -v '^total: 0 errors, 0 warnings, 0 checks' <<<"$out" || true
+[ $rc -eq 0 ] || exit $rc
 # kernel-doc: every documented symbol complete
 "$dir/scripts/kernel-doc" -none $files
 echo "checkpatch --strict and kernel-doc: clean"

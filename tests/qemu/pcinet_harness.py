@@ -55,7 +55,9 @@ topology before the next case whenever a VM is dead, an agent timed out, a
 case failed, or the case called t.mark_dirty().  @case(name, fresh=True)
 asks for a freshly booted topology before the case.
 
-Environment: TESTS (case pattern), PCINET_KEEP=1 (keep the work dir with
+Environment: TESTS (case pattern), TESTS_EXCEPT (patterns of cases left
+out), PCINET_TIMES (a file each case's name, seconds and status are
+appended to), PCINET_KEEP=1 (keep the work dir with
 console logs), PCINET_VERBOSE=1 (or -v: echo every guest command and its
 status on stderr), QEMU (emulator binary), PCINET_FABRIC (fabric binary),
 PCINET_BOOT_TIMEOUT (seconds, default 180), PCINET_MODULE (the pcinet.ko
@@ -1515,7 +1517,11 @@ def main(argv=None):
     VERBOSE = VERBOSE or args.verbose
 
     patterns = args.k or os.environ.get('TESTS', '').replace(',', ' ').split()
-    selected = [c for c in CASES if _matches(c.name, patterns)]
+    # TESTS_EXCEPT: cases left out (the patterns of TESTS): scripts/check.sh
+    # leaves the cases of check-all alone out of make check this way
+    except_ = os.environ.get('TESTS_EXCEPT', '').replace(',', ' ').split()
+    selected = [c for c in CASES if _matches(c.name, patterns)
+                and not (except_ and _matches(c.name, except_))]
     if args.list:
         for c in selected:
             print(c.name)
@@ -1597,6 +1603,8 @@ def main(argv=None):
                                          if len(splats) > 1 else ''))
                             break
             dt = time.monotonic() - t0
+            _note_time(f'{c.name}{TAG}', dt, 'fail' if reason else
+                       'skip' if skip_reason is not None else 'ok')
             if reason is None and skip_reason is not None:
                 skipped += 1
                 print(f'[SKIP] {c.name}{TAG}: {skip_reason}', flush=True)
@@ -1641,6 +1649,15 @@ def main(argv=None):
         release_workdir(workdir, keep or failed > 0)
     print(summary(passed, failed, skipped), flush=True)
     return 1 if failed else 0
+
+
+def _note_time(name, secs, status):
+    """One line per case, "name<TAB>seconds<TAB>status", appended to the
+    file $PCINET_TIMES names (scripts/check.sh: the ten slowest cases)."""
+    path = os.environ.get('PCINET_TIMES')
+    if path:
+        with open(path, 'a') as f:
+            f.write(f'{name}\t{secs:.1f}\t{status}\n')
 
 
 def summary(passed, failed, skipped=0):

@@ -60,11 +60,26 @@ def load(vm, args=''):
     h.load(vm, args, wait=(TTY, '/sys/class/net/pcinet0'))
 
 
-def release(vm):
-    """Kill whatever holds the tty (busybox has no fuser here)."""
-    vm.run('for d in /proc/[0-9]*/fd; do ls -l $d 2>/dev/null | '
-           f'grep -q " -> {TTY}$" && p=${{d%/fd}} && kill -9 ${{p#/proc/}}; '
-           'done; true')
+def release(vm, passes=10):
+    """Kill whatever holds the tty (busybox has no fuser here), pass after
+    pass until a pass finds nothing: a shell loop writing the tty forks a
+    new writer when its child is killed before it, and that one was not in
+    the pass that killed the child.  Returns the processes killed after the
+    first pass (each was a writer the first pass would have missed)."""
+    killed, late = set(), 0
+    for i in range(passes):
+        pids = set(vm.run('for d in /proc/[0-9]*/fd; do ls -l $d 2>/dev/null'
+                          f' | grep -q " -> {TTY}$" && p=${{d%/fd}} && '
+                          'kill -9 ${p#/proc/} 2>/dev/null && echo ${p#/proc/};'
+                          ' done; true').split())
+        if not pids:
+            return late
+        if i:
+            late += len(pids - killed)
+        killed |= pids
+        time.sleep(0.05)	# the killed ones close their files as they exit
+    h.expect(False, f'{vm.name}: {TTY} still held after {passes} passes')
+    return late
 
 
 def unload(vm):
@@ -163,32 +178,88 @@ def where_damaged(src, src_path, dst, dst_path):
             f'  termios {dst.name}: {dst.run(f"stty -F {TTY} -g")}')
 
 
-def check_received(vm, tag, want_sha, nbytes, what, src=None, src_path=None):
-    """The reader started by start_reader() got exactly what was sent."""
+def stale_or_corrupt(sent, got, earlier=None):
+    """What arrived instead of sent, told apart: the sent stream found in
+    got at offset k, and what the k bytes before it were.  earlier: the
+    stream the peer's previous writers sent over and over (bytes), to tell
+    stale bytes of theirs (a serial line delivers what was on the wire to
+    the next reader) from bytes nobody sent (a driver bug)."""
+    if got == sent:
+        return 'equal'
+    k = got.find(sent[:64])
+    if k < 0:
+        return ('the first 64 bytes sent appear nowhere in the '
+                f'{len(got)} received: corrupt (nobody sent these)')
+    tail = got[k:]
+    j = next((i for i in range(len(tail)) if tail[i] != sent[i]), len(tail))
+    msg = (f'the sent stream starts at byte {k} of what arrived and '
+           + ('continues intact to the end' if j == len(tail)
+              else f'differs again {j} bytes after that'))
+    if k:
+        msg += f'; the {k} bytes before it start {got[:16].hex()}'
+        if earlier:
+            ring = earlier + earlier
+            pieces = [got[i:i + 64] for i in range(0, k - 63, 64)]
+            found = sum(1 for x in pieces if x in ring)
+            msg += (f'; {found} of {len(pieces)} 64-byte pieces of them are '
+                    "in the peer's earlier writers' stream: "
+                    + ('stale bytes' if found == len(pieces)
+                       else 'bytes nobody sent'))
+    return msg
+
+
+def check_received(vm, tag, want_sha, nbytes, what, src=None, src_path=None,
+                   earlier=None):
+    """The reader started by start_reader() got exactly what was sent; on a
+    difference, where (chunks) and what (stale_or_corrupt(); earlier: the
+    path of the stream src's previous writers sent, on src)."""
     rc = wait_file(vm, f'/tmp/{tag}.rc', 600)
     got = vm.run(f'wc -c </tmp/{tag}.bin; sha256sum </tmp/{tag}.bin').split()
     ok = rc == '0' and int(got[0]) == nbytes and got[1] == want_sha
     if not ok and src is not None and int(got[0]) > 0:
         what += '\n' + where_damaged(src, src_path, vm, f'/tmp/{tag}.bin')
+        sent = src.sh_bytes(f'cat {src_path}', timeout=300)[1]
+        recv = vm.sh_bytes(f'cat /tmp/{tag}.bin', timeout=300)[1]
+        old = (src.sh_bytes(f'cat {earlier}', timeout=300)[1]
+               if earlier else None)
+        what += '\n  ' + stale_or_corrupt(sent, recv, old)
     h.expect(ok, f'{what}: reader rc {rc}, got {got[0]} of {nbytes} bytes, '
              f'sha256 {"equal" if got[1] == want_sha else "differs"}')
 
 
-def transfer(src, dst, nbytes, name):
+def transfer(src, dst, nbytes, name, earlier=None):
     """nbytes of random data src -> dst in raw mode, sha256 compared."""
     sha = make_file(src, name, nbytes)
     start_reader(dst, nbytes)
     src.run(f'timeout 300 cat /tmp/{name} >{TTY}', timeout=360)
     check_received(dst, 'rx', sha, nbytes, f'{src.name}->{dst.name}',
-                   src, f'/tmp/{name}')
+                   src, f'/tmp/{name}', earlier)
 
 
-def line_works(t):
+def line_works(t, earlier=None):
     """The line carries 1 MiB each way in raw mode, sha256 compared."""
     for vm in (t.a, t.b):
         raw(vm)
-    transfer(t.a, t.b, MIB, 'tx.1')
-    transfer(t.b, t.a, MIB, 'tx.1')
+    transfer(t.a, t.b, MIB, 'tx.1', earlier)
+    transfer(t.b, t.a, MIB, 'tx.1', earlier)
+
+
+def quiesce(t, idle_ms=500, secs=30):
+    """Both ends read and discard until nothing arrives and neither has
+    bytes left in its ring to the other (TIOCOUTQ 0): what earlier writers
+    left on the line is gone.  Returns the bytes each end discarded."""
+    for vm in (t.a, t.b):
+        vm.run(f'rm -f /tmp/quiet.*; (timeout {secs + 10} pcinet-ttyperf quiet '
+               f'{TTY} {idle_ms} {secs} >/tmp/quiet.out 2>&1; '
+               'echo $? >/tmp/quiet.rc) >/dev/null 2>&1 &')
+    gone = {}
+    for vm in (t.a, t.b):
+        rc = wait_file(vm, '/tmp/quiet.rc', secs + 15)
+        out = vm.run('cat /tmp/quiet.out; true').strip()
+        h.expect(rc == '0', f'{vm.name}: the line did not go quiet in {secs} s '
+                 f'(status {rc}): {out}')
+        gone[vm.name] = int(re.search(r'discarded=(\d+)', out).group(1))
+    return gone
 
 
 def first_diff(got, want):
@@ -429,13 +500,17 @@ def _(t):
 @h.case('tty-bad-peer')
 def _(t):
     """A peer scribbling over our inbox while the tty carries data both
-    ways costs link resets at most; after it reloads, the line works."""
-    h.need_tool('pcinet-poke')
+    ways costs link resets at most; after it reloads, the line works.  The
+    writers send a known stream (pcinet-ttyperf gen), so that bytes of
+    theirs still on the line afterwards (stale) are told apart from bytes
+    nobody sent (corrupt) if the check after them fails."""
+    h.need_tool('pcinet-poke', 'pcinet-ttyperf')
     fresh(t)
-    for vm in (t.a, t.b):
+    for seed, vm in enumerate((t.a, t.b), 1):
         raw(vm)
-        vm.run(f'(timeout 60 cat {TTY} >/dev/null &); '
-               f'(timeout 60 sh -c "while :; do head -c 65536 /dev/urandom; '
+        vm.run(f'pcinet-ttyperf gen /tmp/bg.bin 262144 {seed}; '
+               f'(timeout 60 cat {TTY} >/dev/null &); '
+               f'(timeout 60 sh -c "while :; do cat /tmp/bg.bin; '
                f'done" >{TTY} 2>/dev/null &)')
     rc, out = t.b.sh('pcinet-poke garbage 1000', timeout=180)
     h.expect(rc == 0, 'pcinet-poke failed:\n' + out)
@@ -443,11 +518,13 @@ def _(t):
     h.info(f'a reported bad tty data {n} times')
     # The case's own readers and writers go; the drivers stay: the line
     # must work again by itself (a reload would hide a wedge).
-    for vm in (t.a, t.b):
-        release(vm)
+    late = {vm.name: release(vm) for vm in (t.a, t.b)}
     # pcinet0 up on both sides: its carrier says the link is up again
     link_up(t, 10)
-    line_works(t)
+    # what the killed writers had queued is on the line: read it away
+    gone = quiesce(t)
+    h.info(f'writers killed late {late}, stale bytes discarded {gone}')
+    line_works(t, earlier='/tmp/bg.bin')
     # and nothing the garbage did holds a reference to the module
     for vm in (t.a, t.b):
         unload(vm)

@@ -13,6 +13,11 @@
  *                                        (stop when no room came for 1 s),
  *                                        then tcdrain(); report the output
  *                                        queue (TIOCOUTQ) around it
+ *   pcinet-ttyperf quiet DEV MS SECS     read and discard until nothing came
+ *                                        for MS ms and our output queue
+ *                                        (TIOCOUTQ) is empty: both rings
+ *                                        drained when both ends run it;
+ *                                        fails after SECS
  *   pcinet-ttyperf modem DEV             print the modem lines (TIOCMGET)
  *   pcinet-ttyperf icount DEV            print the counters (TIOCGICOUNT)
  *   pcinet-ttyperf gen FILE BYTES SEED   write a pseudo-random stream
@@ -25,7 +30,8 @@
  * The tty is put in raw mode (no echo, no translation, VMIN 1).  Output
  * is key=value lines:  rtt: n= p50_us= p99_us= avg_us= min_us= max_us=
  * recv: bytes= secs= kBps= (10^3 bytes per second); drain: wrote=
- * outq_before= drain_secs= outq_after= modem=; modem: dtr= rts= cd= dsr= cts=;
+ * outq_before= drain_secs= outq_after= modem=; quiet: discarded= outq=
+ * secs=; modem: dtr= rts= cd= dsr= cts=;
  * icount: rx= tx= frame= overrun= buf_overrun=; verify: bytes= gaps=
  * dropped= corrupt= (corrupt=1 also gives at=, the offset in FILE).
  */
@@ -245,7 +251,7 @@ int main(int argc, char **argv)
 	if (argc < 3 || (argc < 4 && strcmp(argv[1], "modem"))) {
 		fprintf(stderr, "usage: pcinet-ttyperf echo DEV SECS | rtt DEV N [SIZE] | "
 			"send DEV BYTES | recv DEV BYTES SECS | drain DEV BYTES | "
-			"modem DEV | icount DEV | gen FILE BYTES SEED | "
+			"quiet DEV MS SECS | modem DEV | icount DEV | gen FILE BYTES SEED | "
 			"verify FILE BYTES SEED\n");
 		return 1;
 	}
@@ -370,6 +376,33 @@ int main(int argc, char **argv)
 		printf("drain: wrote=%lld outq_before=%d drain_secs=%.3f outq_after=%d "
 		       "modem=0x%x\n", wrote, before, now() - t0, outq(fd), modem(fd));
 		return 0;
+	}
+	if (!strcmp(argv[1], "quiet") && argc > 4) {
+		double t0 = now(), idle_ms = atof(argv[3]), end = t0 + atof(argv[4]);
+		double last = t0;
+		long long discarded = 0;
+		int q = outq(fd);
+
+		while (now() < end) {
+			if (wait_in(fd, 20)) {
+				ssize_t r = read(fd, buf, sizeof(buf));
+
+				if (r > 0) {
+					discarded += r;
+					last = now();
+				} else if (r < 0 && errno != EINTR && errno != EAGAIN) {
+					perror("read");
+					return 1;
+				}
+				continue;
+			}
+			q = outq(fd);
+			if (q == 0 && (now() - last) * 1e3 >= idle_ms)
+				break;
+		}
+		printf("quiet: discarded=%lld outq=%d secs=%.3f\n", discarded, q,
+		       now() - t0);
+		return q != 0 || (now() - last) * 1e3 < idle_ms;
 	}
 	if (!strcmp(argv[1], "modem")) {
 		int m = modem(fd);
