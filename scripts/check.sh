@@ -200,6 +200,18 @@ DEBUG_CASES=(
 	=virtio-reset-in-flight =vhost-host-rmmod
 )
 
+# Every name in the lists is a case (a name that drifted would leave a case
+# out of make check or of the debug kernel without a word).
+tier_names() {
+	local all n bad=0
+	all=$(for t in tests/qemu/test_*.py; do TESTS= python3 "$t" -l; done) || return 1
+	for n in "${ALL_ONLY[@]}" "${DEBUG_CASES[@]}"; do
+		grep -qxF -- "${n#=}" <<<"$all" || { echo "no case named ${n#=}"; bad=1; }
+	done
+	return $bad
+}
+host_case tier-names tier_names
+
 debian_part() {
 	part "QEMU cases, Debian kernel $KVER"
 	if [ "$TIER" = check ] && [ -z "$TESTS" ]; then

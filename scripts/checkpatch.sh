@@ -23,7 +23,7 @@ files=$(git ls-files 'drivers/net/pcinet/*.[ch]' 'tools/pcinet-peer/*.[ch]' \
 # one pass: its status says whether anything was found, its output where
 rc=0
 out=$("$dir/scripts/checkpatch.pl" --strict --no-tree --terse --show-types -f $files) || rc=$?
-grep -v '^total: 0 errors, 0 warnings, 0 checks' <<<"$out" || true
+grep -v -e '^total: 0 errors, 0 warnings, 0 checks' -e '^$' <<<"$out" || true
 [ $rc -eq 0 ] || exit $rc
 # kernel-doc: every documented symbol complete
 "$dir/scripts/kernel-doc" -none $files

@@ -56,7 +56,7 @@ case failed, or the case called t.mark_dirty().  @case(name, fresh=True)
 asks for a freshly booted topology before the case.
 
 Environment: TESTS (case pattern), TESTS_EXCEPT (patterns of cases left
-out), PCINET_TIMES (a file each case's name, seconds and status are
+out), PCINET_REPEAT (run the selection N times), PCINET_TIMES (a file each case's name, seconds and status are
 appended to), PCINET_KEEP=1 (keep the work dir with
 console logs), PCINET_VERBOSE=1 (or -v: echo every guest command and its
 status on stderr), QEMU (emulator binary), PCINET_FABRIC (fabric binary),
@@ -1522,6 +1522,9 @@ def main(argv=None):
     except_ = os.environ.get('TESTS_EXCEPT', '').replace(',', ' ').split()
     selected = [c for c in CASES if _matches(c.name, patterns)
                 and not (except_ and _matches(c.name, except_))]
+    # PCINET_REPEAT=N: the selection N times over, in one topology where it
+    # allows (a flaky case counted: make check TESTS==name REPEAT=... boots anew)
+    selected = selected * max(1, int(os.environ.get('PCINET_REPEAT', '1')))
     if args.list:
         for c in selected:
             print(c.name)
