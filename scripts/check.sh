@@ -195,9 +195,12 @@ ALL_ONLY=(
 
 )
 DEBUG_CASES=(
-	=net-reload-under-traffic =net-bad-peer =tty-bad-peer
-	=tty-unbind-under-traffic =fault-rmmod-scribbled =peer-hostile-crc
-	=virtio-reset-in-flight =vhost-host-rmmod
+	# reload and teardown under traffic
+	=net-reload-under-traffic =tty-unbind-under-traffic
+	# hostile peers (the tty one where stale bytes once looked corrupt)
+	=net-bad-peer =tty-bad-peer
+	# virtio reset with a request in flight
+	=virtio-reset-in-flight
 )
 
 # Every name in the lists is a case (a name that drifted would leave a case
