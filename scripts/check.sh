@@ -192,7 +192,30 @@ debug_build() {
 # A case named in ALL_ONLY has a sibling in make check that proves the same
 # capability (see tests/qemu/README.md, "Tiers").
 ALL_ONLY=(
-
+	# harness self-tests beyond boot, agent and splat detection
+	=tools =vm-stop-cont-restart =vm-dies =topology-links
+	# faults: make check keeps fault-all (every region at once),
+	# fault-integrity, fault-tty-integrity and fault-doorbells
+	=fault-ctrl0 =fault-ctrl1 =fault-net0 =fault-net1 =fault-tty0 =fault-tty1
+	=fault-hdr =fault-ctrl-bounds =fault-rmmod-scribbled =peer-cycles
+	# net: the long transfers and variants (kept: peer-tcp and
+	# fault-integrity carry bytes by sha256, net-mtu the frame sizes,
+	# chassis-3-boards forwarding between machines)
+	=net-3-vectors =net-virtio-regions =net-ping-sizes =net-tcp-256M
+	=net-iperf3-udp =net-tcpdump =net-forward-3-machines =peer-bulk-256M
+	# tty (kept: flow control by peer-tty-flow and tty-cooked-flow-control,
+	# the console by tty-console-param)
+	=tty-reader-stopped =tty-console-cmdline =tty-console-and-writes
+	=tty-under-iperf3 =tty-throughput
+	# virtio and vhost (kept: each device's data path, withdraw, hotplug,
+	# the host VM killed, its rmmod, the reset with a request in flight,
+	# scribbles, an old, a stale and a lying device side)
+	=vhost-withdraw-in-probe =vhost-peer-cycles =vhost-host-vm-stop
+	=vhost-host-unbind =vhost-wedge-heals =vhost-drain-other
+	=vhost-fs-reset-held =virtio-blk-wce =virtio-fs-restart =virtio-fs-abort
+	=virtio-blk-sync-kill =virtio-blk-fio =virtio-peer-cycles
+	=virtio-net-reset =virtio-reset-in-flight =virtio-ctl-scribble
+	=virtio-word-poke
 )
 DEBUG_CASES=(
 	# reload and teardown under traffic
