@@ -97,18 +97,6 @@ part() {	# $1 = title; prints the time the previous part took
 
 # ---- install and build ------------------------------------------------------
 part "setup (packages, kernel image and headers)"
-# ---- the debug kernel, in the background -----------------------------------
-# Built once and cached (scripts/debug-kernel.sh): its first build starts as
-# soon as its own packages are in, and runs at the lowest CPU and I/O
-# priority beside the rest of the setup, the gates and Debian's cases, which
-# keep the machine's time they need; debug_build() waits for it.
-want_debug() { [ "${KERNEL:-}" != debian ]; }
-if want_debug; then
-	if scripts/setup.sh --debug-kernel-deps >"$log/debug" 2>&1; then
-		setsid nice -n 19 ionice -c 3 make -s debug-module >>"$log/debug" 2>&1 &
-		debug_pid=$!
-	fi
-fi
 if ! scripts/setup.sh >"$log/setup" 2>&1; then
 	cat "$log/setup"
 	echo "setup failed"
@@ -127,6 +115,16 @@ if ! { make -s module && make -s fabric && make -s -C tools/testing/pcinet all &
 	echo "build failed"
 	echo "0 passed, 1 failed"
 	exit 1
+fi
+
+# ---- the debug kernel, in the background -----------------------------------
+# Built once and cached (scripts/debug-kernel.sh): its first build runs at the
+# lowest CPU and I/O priority beside the gates and Debian's cases, which keep
+# the machine's time they need; debug_build() waits for it.
+want_debug() { [ "${KERNEL:-}" != debian ]; }
+if want_debug; then
+	setsid nice -n 19 ionice -c 3 make -s debug-module >"$log/debug" 2>&1 &
+	debug_pid=$!
 fi
 
 # ---- cases on this machine -------------------------------------------------

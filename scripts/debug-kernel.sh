@@ -17,8 +17,7 @@
 #
 # Then writes build/env-debug.sh (KVER, KDIR, VMLINUZ, MODDIR of that
 # kernel).  A second run with the same key only rewrites that file.
-# First build: ~10 min on 2 cores alone.  Needs the packages of
-# scripts/setup.sh --debug-kernel-deps.
+# First build: ~25 min on 2 cores.  Needs scripts/setup.sh to have run.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
