@@ -16,9 +16,10 @@
 #   REPEAT=N                          run the QEMU cases N times
 #
 # A case moves between the tiers by its name in the lists below, never by
-# losing an assertion.  The debug kernel (built once, cached outside the
-# checkout) builds in the background at the lowest priority while the
-# gates and Debian's cases run.
+# losing an assertion.  The debug kernel's cases run in a lane of their own
+# (debug_lane below): its kernel (built once, cached outside the checkout)
+# builds at the lowest priority from the moment its packages are in, and its
+# cases run beside Debian's.
 #
 # Cases run on this machine (build gates, userspace ring tests, the fabric's
 # own tests) and in QEMU guests (tests/qemu/test_*.py).  Each prints one
@@ -95,60 +96,15 @@ part() {	# $1 = title; prints the time the previous part took
 	[ -n "$1" ] && echo "== $1"
 }
 
-# ---- install and build ------------------------------------------------------
-part "setup (packages, kernel image and headers)"
-if ! scripts/setup.sh >"$log/setup" 2>&1; then
-	cat "$log/setup"
-	echo "setup failed"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
-tail -n 3 "$log/setup"
-# shellcheck disable=SC1091
-. build/env.sh
-
-part "build"
-if ! { make -s module && make -s fabric && make -s -C tools/testing/pcinet all &&
-	make -s -C tools/pcinet-vhost all && make -s -C tools/pcinet-peer all; } \
-	>"$log/build" 2>&1; then
-	cat "$log/build"
-	echo "build failed"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
-
-# ---- the debug kernel, in the background -----------------------------------
-# Built once and cached (scripts/debug-kernel.sh): its first build runs at the
-# lowest CPU and I/O priority beside the gates and Debian's cases, which keep
-# the machine's time they need; debug_build() waits for it.
-want_debug() { [ "${KERNEL:-}" != debian ]; }
-if want_debug; then
-	setsid nice -n 19 ionice -c 3 make -s debug-module >"$log/debug" 2>&1 &
-	debug_pid=$!
-fi
-
-# ---- cases on this machine -------------------------------------------------
-# The gates are the Makefile's (make gates): each fails on any diagnostic.
-part "cases on this machine (gates, unit tests)"
-host_case gate-w1-6.1 make -s w1-6.1
-host_case gate-sparse make -s sparse
-host_case gate-checkpatch make -s style
-host_case gate-w1-6.12 make -s w1-6.12	# last: leaves the 6.12 module built
-host_case dkms-build make -s dkms
-host_case unit-ring make -s -C tools/testing/pcinet check
-host_case unit-fabric make -s -C tools/pcinet-fabric check
-host_case vhost-user-handoff make -s -C tools/pcinet-vhost check
-host_case userspace-peer make -s -C tools/pcinet-peer check
-
 # ---- cases in QEMU -----------------------------------------------------------
 qemu_suite() {	# $1 = debian|debug; patterns from $TESTS
 	local t line p f s
 	for t in tests/qemu/test_*.py; do
 		[ -e "$t" ] || continue
 		# the per-file total is folded into ours: only one closing line
-		PCINET_KERNEL=$1 python3 "$t" 2>&1 | tee "$log/qemu" |
+		PCINET_KERNEL=$1 python3 "$t" 2>&1 | tee "$log/qemu.$1" |
 			sed -E "s/^([0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?)\$/(\1 in ${t##*/})/"
-		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log/qemu" | tail -n1)
+		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log/qemu.$1" | tail -n1)
 		if [ -z "$line" ]; then
 			echo "[FAIL] $t: no result line"
 			failed=$((failed + 1))
@@ -160,28 +116,6 @@ qemu_suite() {	# $1 = debian|debug; patterns from $TESTS
 		failed=$((failed + f))
 		skipped=$((skipped + ${s:-0}))
 	done
-}
-
-
-# The debug kernel (scripts/debug-kernel.sh) and the module built for it,
-# from the build started in the background above.
-debug_ok=
-debug_build() {
-	local rc=0
-	if [ -z "$debug_ok" ]; then
-		[ -n "$debug_pid" ] && { wait "$debug_pid" || rc=$?; }
-		debug_pid=
-		if [ $rc -ne 0 ] || [ ! -f build/debug-module/pcinet.ko ]; then
-			tail -n 40 "$log/debug"
-			echo "[FAIL] debug-kernel: build failed"
-			failed=$((failed + 1))
-			debug_ok=no
-			return 1
-		fi
-		debug_ok=yes
-		grep '^debug-kernel:' "$log/debug"
-	fi
-	[ "$debug_ok" = yes ]
 }
 
 # The tiers, by case name (exact names: "=").  make check runs every case on
@@ -220,8 +154,9 @@ ALL_ONLY=(
 DEBUG_CASES=(
 	# reload and teardown under traffic
 	=net-reload-under-traffic =tty-unbind-under-traffic
-	# hostile peers (the tty one where stale bytes once looked corrupt)
-	=net-bad-peer =tty-bad-peer
+	# a hostile peer (tty-bad-peer@debug, where stale bytes once looked
+	# corrupt, runs in make check-all; make check runs it on Debian's)
+	=net-bad-peer
 	# virtio reset with a request in flight
 	=virtio-reset-in-flight
 )
@@ -236,8 +171,6 @@ tier_names() {
 	done
 	return $bad
 }
-host_case tier-names tier_names
-
 debian_part() {
 	part "QEMU cases, Debian kernel $KVER"
 	if [ "$TIER" = check ] && [ -z "$TESTS" ]; then
@@ -247,39 +180,141 @@ debian_part() {
 	fi
 }
 
-debug_part() {	# $1: the cases (patterns) to run, empty for all
-	part "debug kernel and module"
-	debug_build || return 0
-	part "QEMU cases, debug kernel${1:+ ($1)}"
-	TESTS=${1:-$TESTS} qemu_suite debug
+# ---- the debug lane ----------------------------------------------------------
+# The debug kernel (scripts/debug-kernel.sh, built once and cached), the module
+# built against it, then its cases: one lane beside the main one, from the
+# moment the kernel's own packages are installed.  The first build runs at
+# the lowest CPU and I/O priority, so the setup, the gates and Debian's cases
+# keep the machine's time they need; its cases wait for the gates (the
+# guests need what the build part makes) and then run beside Debian's, each
+# lane about one core.  What it prints is shown, in one block, when the main
+# lane is done.
+debug_cases() {	# the patterns the lane runs
+	if [ "$TIER" = check ] && [ -z "$TESTS" ]; then
+		echo "${DEBUG_CASES[*]}"
+	else
+		echo "$TESTS"
+	fi
 }
 
-rounds=${REPEAT:-1}
-for ((round = 1; round <= rounds; round++)); do
-	[ "$rounds" -gt 1 ] && echo "== round $round of $rounds"
-	case "${KERNEL:-}" in
-	debian)
-		debian_part
-		;;
-	debug)
-		debug_part ""
-		;;
-	"")
-		debian_part
-		if [ "$TIER" = check ] && [ -z "$TESTS" ]; then
-			debug_part "${DEBUG_CASES[*]}"
-		else
-			debug_part ""
-		fi
-		;;
-	*)
-		echo "KERNEL=$KERNEL: want debian, debug or nothing (both)"
-		failed=$((failed + 1))
-		;;
-	esac
-done
-part ""
+debug_lane() {	# runs in a subshell: its counts go to $log/lane.counts
+	local t0 t1 t2 round n=0
+	passed=0 failed=0 skipped=0
+	t0=$(date +%s)
+	if ! nice -n 19 ionice -c 3 make -s debug-module >"$log/lane.build" 2>&1; then
+		tail -n 40 "$log/lane.build"
+		echo "[FAIL] debug-kernel: build failed"
+		echo "0 1 0 $t0 $(date +%s) $(date +%s)" >"$log/lane.counts"
+		return
+	fi
+	grep '^debug-kernel:' "$log/lane.build"
+	t1=$(date +%s)
+	# the gates are done and the host's programs built (bounded: the main
+	# lane kills this one when it exits)
+	while [ ! -e "$log/go" ] && [ $n -lt 7200 ]; do
+		sleep 1
+		n=$((n + 1))
+	done
+	t2=$(date +%s)
+	for ((round = 1; round <= ${REPEAT:-1}; round++)); do
+		[ "${REPEAT:-1}" -gt 1 ] && echo "== round $round of $REPEAT (debug kernel)"
+		TESTS=$(debug_cases) qemu_suite debug
+	done
+	echo "$passed $failed $skipped $t0 $t1 $t2" >"$log/lane.counts"
+}
 
+debug_lane_start() {	# in its own process group: the EXIT trap kills it
+	set -m
+	debug_lane >"$log/lane.out" 2>&1 &
+	debug_pid=$!
+	set +m
+}
+
+debug_lane_join() {	# wait for the lane; print it; add its counts
+	local p f s t0 t1 t2 now which
+	which=$(debug_cases)
+	part "QEMU cases, debug kernel${which:+ ($which)}: the wait for its lane after the main one"
+	[ -n "$debug_pid" ] && wait "$debug_pid"
+	debug_pid=
+	cat "$log/lane.out"
+	if ! read -r p f s t0 t1 t2 <"$log/lane.counts" 2>/dev/null; then
+		echo "[FAIL] debug lane: no result"
+		failed=$((failed + 1))
+		return
+	fi
+	now=$(date +%s)
+	passed=$((passed + p))
+	failed=$((failed + f))
+	skipped=$((skipped + s))
+	parts+=("$(printf '%6d s  %s' $((t1 - t0)) "debug lane: kernel and module (from setup on, niced)")")
+	parts+=("$(printf '%6d s  %s' $((now - t2)) "debug lane: its cases (beside Debian's) and the wait for them")")
+}
+
+# ---- install and build ------------------------------------------------------
+part "setup (packages, kernel image and headers)"
+# The debug lane starts as soon as the debug kernel's own packages are in.
+want_debug() { [ "${KERNEL:-}" != debian ]; }
+if want_debug; then
+	if scripts/setup.sh --debug-kernel-deps >"$log/lane.setup" 2>&1; then
+		debug_lane_start
+	else
+		cat "$log/lane.setup"
+		echo "[FAIL] debug-kernel: its packages did not install"
+		failed=$((failed + 1))
+	fi
+fi
+if ! scripts/setup.sh >"$log/setup" 2>&1; then
+	cat "$log/setup"
+	echo "setup failed"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+tail -n 3 "$log/setup"
+# shellcheck disable=SC1091
+. build/env.sh
+
+part "build"
+if ! { make -s module && make -s fabric && make -s -C tools/testing/pcinet all &&
+	make -s -C tools/pcinet-vhost all && make -s -C tools/pcinet-peer all; } \
+	>"$log/build" 2>&1; then
+	cat "$log/build"
+	echo "build failed"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+
+# ---- cases on this machine -------------------------------------------------
+# The gates are the Makefile's (make gates): each fails on any diagnostic.
+part "cases on this machine (gates, unit tests)"
+host_case gate-w1-6.1 make -s w1-6.1
+host_case gate-sparse make -s sparse
+host_case gate-checkpatch make -s style
+host_case gate-w1-6.12 make -s w1-6.12	# last: leaves the 6.12 module built
+host_case dkms-build make -s dkms
+host_case unit-ring make -s -C tools/testing/pcinet check
+host_case unit-fabric make -s -C tools/pcinet-fabric check
+host_case vhost-user-handoff make -s -C tools/pcinet-vhost check
+host_case userspace-peer make -s -C tools/pcinet-peer check
+host_case tier-names tier_names
+touch "$log/go"	# the debug lane's guests may start
+
+case "${KERNEL:-}" in
+debian | debug | "") ;;
+*)
+	echo "KERNEL=$KERNEL: want debian, debug or nothing (both)"
+	failed=$((failed + 1))
+	KERNEL=none
+	;;
+esac
+if [ "${KERNEL:-}" = debian ] || [ -z "${KERNEL:-}" ]; then
+	rounds=${REPEAT:-1}
+	for ((round = 1; round <= rounds; round++)); do
+		[ "$rounds" -gt 1 ] && echo "== round $round of $rounds"
+		debian_part
+	done
+fi
+want_debug && [ "${KERNEL:-}" != none ] && debug_lane_join
+part ""
 echo "== where the time went (tier $TIER)"
 printf '%s\n' "${parts[@]}"
 echo "== the ten slowest cases"

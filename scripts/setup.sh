@@ -13,6 +13,10 @@
 #   4. writes build/env.mk (for make) and build/env.sh (for shells).
 #
 # Usage: scripts/setup.sh            (from any directory)
+#        scripts/setup.sh --debug-kernel-deps
+#                                   step 1 only, for the packages that
+#                                   scripts/debug-kernel.sh needs: make check
+#                                   starts that build while the rest installs
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -45,6 +49,11 @@ PKGS=(
 	dkms
 )
 
+# what scripts/debug-kernel.sh builds with (a subset of PKGS)
+DEBUG_KERNEL_PKGS=(gcc libc6-dev make bc flex bison libelf-dev kmod perl
+	linux-source-6.12 xz-utils)
+[ "${1:-}" = --debug-kernel-deps ] && PKGS=("${DEBUG_KERNEL_PKGS[@]}")
+
 missing=()
 for p in "${PKGS[@]}"; do
 	st="$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)"
@@ -52,11 +61,18 @@ for p in "${PKGS[@]}"; do
 done
 if [ "${#missing[@]}" -gt 0 ]; then
 	log "installing: ${missing[*]}"
-	apt-get update -qq
+	# one update per hour is enough (the two steps of make check share it)
+	mkdir -p "$BUILD/cache"
+	stamp="$BUILD/cache/apt-updated"
+	if [ -z "$(find "$stamp" -mmin -60 2>/dev/null)" ]; then
+		apt-get update -qq
+		touch "$stamp"
+	fi
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
 	log "packages: all ${#PKGS[@]} present"
 fi
+[ "${1:-}" = --debug-kernel-deps ] && exit 0
 
 # --- 2. resolve the exact kernel versions -----------------------------------
 # The meta package depends on e.g. "linux-headers-6.12.117+deb12-amd64 (= 6.12.117-1~deb12u1)".

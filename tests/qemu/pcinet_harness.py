@@ -594,11 +594,13 @@ class VM:
             return None
 
     def stop(self, timeout=15):
-        """Power off (agent 'poweroff -f'), SIGKILL as the fallback."""
+        """Stop the guest (agent 'reboot -f': QEMU runs with -no-reboot, so
+        a reset ends it, with or without ACPI in the guest kernel), SIGKILL
+        as the fallback."""
         if self.alive():
             if not (self.broken or self.stale or self.stopped):
                 try:
-                    self._send('poweroff -f')
+                    self._send('reboot -f')
                 except VMError:
                     pass
                 self.wait_exit(timeout)
