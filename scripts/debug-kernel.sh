@@ -17,7 +17,8 @@
 #
 # Then writes build/env-debug.sh (KVER, KDIR, VMLINUZ, MODDIR of that
 # kernel).  A second run with the same key only rewrites that file.
-# First build: ~25 min on 2 cores.  Needs scripts/setup.sh to have run.
+# First build: ~20 min beside the suite (1,170 CPU-s).  Needs the packages
+# of scripts/setup.sh --debug-kernel-deps.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
