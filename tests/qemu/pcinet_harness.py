@@ -446,7 +446,10 @@ class VM:
 
     def cmdline(self):
         checks = DEBIAN_CHECKS if KERNEL == 'debian' else ''
-        append = (f'console=ttyS0,115200 loglevel=5 panic=-1 '
+        # printk.time=1: the console cases find kernel lines by their
+        # "[    1.234] " stamp, and the debug kernel is built without
+        # CONFIG_PRINTK_TIME (Debian's has it)
+        append = (f'console=ttyS0,115200 loglevel=5 printk.time=1 panic=-1 '
                   f'pcinet.name={self.name} {checks} {self.append} '
                   f'{os.environ.get("PCINET_APPEND", "")}').strip()
         # maxcpus >= 2 even for one vCPU.  QEMU before 8.1 (bookworm has

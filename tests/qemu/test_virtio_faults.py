@@ -151,6 +151,25 @@ def wait_vda(t, timeout=BACK, why=''):
     return took
 
 
+def wait_vda_settled(t, timeout, why='', quiet=2):
+    """wait_vda(), and the same device still there quiet s later: a
+    back end that a fault broke just before it stopped may be withdrawn
+    a tick afterwards (pcinet-peer sees its socket closed), and the one
+    offered next is the one to test."""
+    t0 = time.monotonic()
+    dev = 'readlink -f /sys/block/vda/device 2>/dev/null || true'
+    while True:
+        left = timeout - (time.monotonic() - t0)
+        wait_vda(t, max(left, 1), why)
+        was = t.a.run(dev).strip()
+        time.sleep(quiet)
+        if was and t.a.run(dev).strip() == was:
+            return time.monotonic() - t0 - quiet
+        h.expect(time.monotonic() - t0 < timeout,
+                 f'/dev/vda did not settle{why}: still replaced '
+                 f'{timeout} s after')
+
+
 def vda_gone(t, timeout, why):
     return t.a.wait_until('! [ -b /dev/vda ]', timeout,
                           what=f'/dev/vda gone {why}',
@@ -463,7 +482,7 @@ def _(t):
             h.expect(rc != 0 or hit > 0, f'scribbling {what}: no error, no '
                      'unplug: the case tested nothing')
             sync_returns(t, f'after scribbling {what}', timeout=30)
-            back = wait_vda(t, 30, f' after scribbling {what}')
+            back = wait_vda_settled(t, 30, f' after scribbling {what}')
             # a device that is back works: new data reads back equal
             pat = write_pattern(t, PAT_OFF, PAT_MIB)
             check_pattern(t, peer, pat, f'after scribbling {what}')

@@ -889,6 +889,10 @@ static void be_step(struct pv_dev *d, int call_fd)
 		be_lost(d, call_fd, "the back end exited");
 		return;
 	}
+	if (d->be == BE_READY && vu_hung_up(&d->dev)) {
+		be_lost(d, call_fd, "it closed its socket");
+		return;
+	}
 	if (d->be == BE_DOWN) {
 		if (now < d->retry_ms)
 			return;

@@ -894,6 +894,16 @@ static void dev_step(struct pv_dev *d)
 			return;
 		}
 	}
+	/*
+	 * Serving the board's rings and gone (vu_panic() closes the
+	 * socket): withdrawn now, not after the board's own timeout.  Not
+	 * while it drains: a panic then is drv_step()'s (be_renew()).
+	 */
+	if (d->state == PV_OFFERED && d->running && !d->draining &&
+	    vu_hung_up(&d->vu)) {
+		be_lost(d, "it closed its socket");
+		return;
+	}
 	if (d->state == PV_OFFERED && G.ctl >= 0)
 		drv_step(d);
 }

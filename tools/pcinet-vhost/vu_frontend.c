@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -137,6 +138,13 @@ void vu_close(struct vu_dev *d)
 	if (d->sock >= 0)
 		close(d->sock);
 	d->sock = -1;
+}
+
+bool vu_hung_up(const struct vu_dev *d)
+{
+	struct pollfd p = { .fd = d->sock, .events = POLLIN };
+
+	return d->sock >= 0 && poll(&p, 1, 0) == 1 && p.revents;
 }
 
 int vu_send(struct vu_dev *d, uint32_t req, uint32_t flags,

@@ -13,6 +13,7 @@
 #ifndef VU_FRONTEND_H
 #define VU_FRONTEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -174,6 +175,15 @@ struct vu_dev {
 
 int vu_connect(struct vu_dev *d, const char *path, int timeout_ms);
 void vu_close(struct vu_dev *d);
+/*
+ * The back end closed the connection.  Its socket is quiet between our
+ * requests (vhost-user replies only to what the front end asks), so
+ * readable (end of file) or hung up, it is gone: libvhost-user closes it
+ * on vu_panic() (a ring that makes no sense to it, say an avail index a
+ * third party scribbled) and serves nothing more, while its process
+ * lives on.  Nothing else tells the front end before it next asks.
+ */
+bool vu_hung_up(const struct vu_dev *d);
 
 /* Raw message exchange: send with up to VU_MAX_REGIONS fds. */
 int vu_send(struct vu_dev *d, uint32_t req, uint32_t flags,
