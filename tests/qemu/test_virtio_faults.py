@@ -255,7 +255,10 @@ def dd_end(t, timeout, why):
     took = t.a.wait_until('[ -e /tmp/dd.rc ]', timeout,
                           what=f'the dd ended {why}',
                           show='cat /tmp/dd.log; ps; '
-                          'for p in $(pidof dd); do cat /proc/$p/stack; done')
+                          'for p in $(pidof dd); do cat /proc/$p/stack; done; '
+                          # the tasks that wait (the remove, a probe)
+                          'echo w >/proc/sysrq-trigger; sleep 1; '
+                          'dmesg | tail -n 120')
     return int(t.a.run('cat /tmp/dd.rc').strip() or -1), took
 
 
