@@ -145,9 +145,18 @@ def wait_vda(t, timeout=BACK, why=''):
                           what=f'/dev/vda back{why}',
                           show='ls /sys/bus/virtio/devices/ /sys/block; '
                           'dmesg | grep -iE "pcinet|virtio|vda" | tail -n 15')
-    size = int(t.a.run('cat /sys/block/vda/size').strip())
-    h.expect(size == IMG_MIB << 11,
-             f'/dev/vda has {size} sectors, the image {IMG_MIB << 11}')
+    # a capacity read while a scribble hit the config is read again
+    # once D repaired it (pcinet_vio_config_moved(): the next tick)
+    want = IMG_MIB << 11
+    deadline = time.monotonic() + 3 * SLOW
+    while True:
+        size = t.a.run('cat /sys/block/vda/size 2>/dev/null || echo 0')
+        size = int(size.strip() or 0)
+        if size == want or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    h.expect(size == want, f'/dev/vda has {size} sectors, the image {want}'
+             f'{why} ({3 * SLOW} s after it came)')
     return took
 
 

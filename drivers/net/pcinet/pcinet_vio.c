@@ -192,6 +192,8 @@ struct pcinet_vio {
  *	read from now on (before, they may hold a former device's words)
  * @status_seq: our status_seq as last published
  * @config_gen: the device's config_gen as last announced
+ * @config_seen: each config byte as a driver last read it, or as
+ *	@scan_work last saw it, whichever came later; under @lock
  * @relay: the relay's device state
  * @q: the queues
  * @nr_q: queues set up (find_vqs() to del_vqs()); under @lock
@@ -219,6 +221,7 @@ struct pcinet_vio_dev {
 	bool ring_ok;
 	u32 status_seq;
 	u32 config_gen;
+	u8 config_seen[PCINET_VIO_CONFIG_SIZE];
 	struct pcinet_vio_relay relay;
 	struct pcinet_vio_q q[PCINET_VIO_MAX_VQ];
 	unsigned int nr_q;
@@ -621,6 +624,8 @@ static void pcinet_vio_get(struct virtio_device *vdev, unsigned int offset,
 			b[i] = st->config[at];
 		else
 			b[i] = READ_ONCE(dev->desc->config[at]);
+		if (at < dev->info.config_len)
+			dev->config_seen[at] = b[i];
 	}
 	pcinet_vio_get_sane(dev, offset, b, len);
 	spin_unlock_irqrestore(&dev->lock, flags);
@@ -651,6 +656,37 @@ static void pcinet_vio_set(struct virtio_device *vdev, unsigned int offset,
 		pcinet_vio_st_write(dev->st_win, st);
 	spin_unlock_irqrestore(&dev->lock, flags);
 	pcinet_chan_kick(dev->vio->ch);
+}
+
+/*
+ * Did a config byte move since a driver last read it, with config_gen
+ * unchanged?  Only a third party's scribble (or D's repair of one,
+ * refresh) does that: a driver that read a scribbled capacity must read
+ * it again once D wrote it back, or it keeps the garbage until the next
+ * config_gen.  Bytes nobody reads are taken as seen, so that each move
+ * is reported once.  Under @lock of the link (scan_work).
+ */
+static bool pcinet_vio_config_moved(struct pcinet_vio_dev *dev)
+{
+	const struct pcinet_vio_drvstate *st = &dev->slot->st;
+	bool moved = false;
+	unsigned long flags;
+	unsigned int at;
+	u8 v;
+
+	spin_lock_irqsave(&dev->lock, flags);
+	/* config_len <= PCINET_VIO_CONFIG_SIZE: checked with the description */
+	for (at = 0; at < dev->info.config_len; at++) {
+		if (le32_to_cpu(st->config_dirty[at / 32]) & BIT(at % 32))
+			continue;
+		v = READ_ONCE(dev->desc->config[at]);
+		if (v != dev->config_seen[at]) {
+			dev->config_seen[at] = v;
+			moved = true;
+		}
+	}
+	spin_unlock_irqrestore(&dev->lock, flags);
+	return moved;
 }
 
 static u32 pcinet_vio_generation(struct virtio_device *vdev)
@@ -1059,6 +1095,7 @@ static void pcinet_vio_plug(struct pcinet_vio *vio, unsigned int n)
 	memset(&slot->st, 0, sizeof(slot->st));
 	slot->st.drv_gen = cpu_to_le32(get_random_u32() | 1);
 	slot->st.dev_gen = cpu_to_le32(gen);
+	pcinet_vio_config_moved(dev);
 	pcinet_vio_st_write(dev->st_win, &slot->st);
 	spin_lock_irqsave(&vio->slots_lock, flags);
 	slot->dev = dev;
@@ -1212,7 +1249,8 @@ static void pcinet_vio_scan(struct work_struct *work)
 		}
 		if (dev) {
 			gen = pcinet_vio_generation(&dev->vdev);
-			if (gen != dev->config_gen) {
+			if (pcinet_vio_config_moved(dev) ||
+			    gen != dev->config_gen) {
 				dev->config_gen = gen;
 				virtio_config_changed(&dev->vdev);
 			}
