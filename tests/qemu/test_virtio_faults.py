@@ -148,15 +148,11 @@ def wait_vda(t, timeout=BACK, why=''):
     # a capacity read while a scribble hit the config is read again
     # once D repaired it (pcinet_vio_config_moved(): the next tick)
     want = IMG_MIB << 11
-    deadline = time.monotonic() + 3 * SLOW
-    while True:
-        size = t.a.run('cat /sys/block/vda/size 2>/dev/null || echo 0')
-        size = int(size.strip() or 0)
-        if size == want or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    h.expect(size == want, f'/dev/vda has {size} sectors, the image {want}'
-             f'{why} ({3 * SLOW} s after it came)')
+    t.a.wait_until(f'[ "$(cat /sys/block/vda/size)" = {want} ]', 3 * SLOW,
+                   must=False)
+    size = t.a.run('cat /sys/block/vda/size 2>/dev/null || echo 0').strip()
+    h.expect(size == str(want), f'/dev/vda has {size} sectors, the image '
+             f'{want}{why} ({3 * SLOW} s after it came)')
     return took
 
 
@@ -205,13 +201,19 @@ def guest_sha(t, off_mib, mib):
     return out.split()[0]
 
 
-def write_pattern(t, off_mib, mib, timeout=120):
-    """mib MiB of random bytes at off_mib MiB (O_DIRECT, fsync); their
-    sha256."""
+def new_pattern(t, off_mib, mib):
+    """mib MiB of random bytes in /tmp/pat: their sha256 and the dd that
+    writes them at off_mib MiB (O_DIRECT, fsync)."""
     pat = t.a.run(f'dd if=/dev/urandom of=/tmp/pat bs=1M count={mib} '
                   '2>/dev/null && sha256sum /tmp/pat').split()[0]
-    t.a.run(f'dd if=/tmp/pat of=/dev/vda bs=1M seek={off_mib} '
-            'oflag=direct conv=fsync 2>&1', timeout=timeout)
+    return pat, (f'dd if=/tmp/pat of=/dev/vda bs=1M seek={off_mib} '
+                 'oflag=direct conv=fsync 2>&1')
+
+
+def write_pattern(t, off_mib, mib, timeout=120):
+    """new_pattern(), written; its sha256."""
+    pat, dd = new_pattern(t, off_mib, mib)
+    t.a.run(dd, timeout=timeout)
     return pat
 
 
@@ -223,18 +225,14 @@ def write_pattern_healed(t, why):
     completion in PCINET_VIO_IO_MS, an unplug) and the device offered
     next must work.  So a write may fail once, only if that unplug
     follows; the next one must not."""
-    pat = t.a.run(f'dd if=/dev/urandom of=/tmp/pat bs=1M count={PAT_MIB} '
-                  '2>/dev/null && sha256sum /tmp/pat').split()[0]
-    dd = (f'dd if=/tmp/pat of=/dev/vda bs=1M seek={PAT_OFF} '
-          'oflag=direct conv=fsync 2>&1')
+    pat, dd = new_pattern(t, PAT_OFF, PAT_MIB)
     n0 = unplugs(t)
     rc, out = t.a.sh(dd, timeout=120)
     if rc == 0:
         return pat
     h.info(f'{why}: the first write failed ({out.strip()[-80:]!r}): '
            'waiting for the board to unplug that device')
-    t.a.wait_until(f'[ "$(dmesg | grep -c "virtio slot .*unplugged")" '
-                   f'-gt {n0} ]', 15 * SLOW,
+    t.a.wait_until(f'[ "$({UNPLUGS})" -gt {n0} ]', 15 * SLOW,
                    what=f'{why}: an unplug after the failed write',
                    show='dmesg | tail -n 30')
     wait_vda_settled(t, 30, f' {why}, after the unplug')
@@ -306,9 +304,11 @@ def sync_returns(t, why, timeout=5 * SLOW):
     return took
 
 
+UNPLUGS = 'dmesg | grep -c "virtio slot .*unplugged"'
+
+
 def unplugs(t):
-    return int(t.a.run('dmesg | grep -c "virtio slot .*unplugged" || true')
-               .strip() or 0)
+    return int(t.a.run(f'{UNPLUGS} || true').strip() or 0)
 
 
 def failed_probes(t):

@@ -618,14 +618,15 @@ static void pcinet_vio_get(struct virtio_device *vdev, unsigned int offset,
 	spin_lock_irqsave(&dev->lock, flags);
 	for (i = 0; i < len; i++) {
 		at = offset + i;
-		if (at >= dev->info.config_len || at < offset)
+		if (at >= dev->info.config_len || at < offset) {
 			b[i] = 0;
-		else if (le32_to_cpu(st->config_dirty[at / 32]) & BIT(at % 32))
+		} else if (le32_to_cpu(st->config_dirty[at / 32]) & BIT(at % 32)) {
 			b[i] = st->config[at];
-		else
+		} else {
+			/* pcinet_vio_config_moved() compares with it */
 			b[i] = READ_ONCE(dev->desc->config[at]);
-		if (at < dev->info.config_len)
 			dev->config_seen[at] = b[i];
+		}
 	}
 	pcinet_vio_get_sane(dev, offset, b, len);
 	spin_unlock_irqrestore(&dev->lock, flags);
@@ -1095,6 +1096,7 @@ static void pcinet_vio_plug(struct pcinet_vio *vio, unsigned int n)
 	memset(&slot->st, 0, sizeof(slot->st));
 	slot->st.drv_gen = cpu_to_le32(get_random_u32() | 1);
 	slot->st.dev_gen = cpu_to_le32(gen);
+	/* @config_seen from the live bytes: the probe reads what moves next */
 	pcinet_vio_config_moved(dev);
 	pcinet_vio_st_write(dev->st_win, &slot->st);
 	spin_lock_irqsave(&vio->slots_lock, flags);
