@@ -13,7 +13,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 SRC := $(TOP)/drivers/net/pcinet
 KBUILD_ARGS = -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
 
-.PHONY: all module debug-kernel debug-module fabric unit setup check check-all demo chassis bench bench-storage bench-scale bench-chassis bench-virtio bench-vhost soak \
+.PHONY: all module debug-kernel debug-module fabric ntb ntb-stack unit setup check check-all demo chassis bench bench-storage bench-scale bench-chassis bench-virtio bench-vhost soak \
 	style sparse w1 w1-6.1 w1-6.12 gates install dkms clean
 
 all: module fabric
@@ -40,6 +40,19 @@ debug-module: debug-kernel
 fabric:
 	$(MAKE) -C $(TOP)/tools/pcinet-fabric
 
+# The kernel's NTB stack (Debian's kernel is built without it), built once
+# from linux-source-6.12 and cached outside the checkout, the test-only
+# emulated NTB device the QEMU cases run it on, and pcinet_ntb.ko beside
+# pcinet.ko.
+ntb-stack:
+	$(TOP)/scripts/ntb-modules.sh >/dev/null
+
+ntb: ntb-stack
+	. $(TOP)/build/env-ntb.sh && $(MAKE) -C $(TOP)/tools/testing/pcinet/ntb-ivshmem \
+		KDIR=$(KDIR) NTB_SYMVERS=$$NTB_DIR/Module.symvers && \
+		$(MAKE) $(KBUILD_ARGS) CONFIG_PCINET_NTB=m \
+		KBUILD_EXTRA_SYMBOLS=$$NTB_DIR/Module.symvers modules
+
 unit:
 	$(MAKE) -C $(TOP)/tools/testing/pcinet check
 
@@ -48,18 +61,31 @@ unit:
 # compiled again), sparse, checkpatch --strict and kernel-doc.
 NODIAG := $(TOP)/scripts/no-diagnostics.sh
 W1 = $(MAKE) -s -C $(1) M=$(SRC) CONFIG_PCINET=m clean >/dev/null && \
-	$(NODIAG) $(MAKE) -C $(1) M=$(SRC) CONFIG_PCINET=m W=1 modules
+	$(NODIAG) $(MAKE) -C $(1) M=$(SRC) CONFIG_PCINET=m W=1 $(2) modules
+# pcinet_ntb.ko links against the NTB core built by scripts/ntb-modules.sh
+# (6.12 only); on 6.1 it is compiled, not linked.  The emulated NTB device
+# (test-only) is held to the same W=1.
+NTB_ARGS = CONFIG_PCINET_NTB=m KBUILD_EXTRA_SYMBOLS=$$NTB_DIR/Module.symvers
+EMU := $(TOP)/tools/testing/pcinet/ntb-ivshmem
 
 w1-6.1:
-	$(if $(KDIR_61),$(call W1,$(KDIR_61)),@echo "w1-6.1: no 6.1 headers (scripts/setup.sh)"; exit 1)
+	$(if $(KDIR_61),$(call W1,$(KDIR_61)) && \
+		$(NODIAG) $(MAKE) -C $(KDIR_61) M=$(SRC) CONFIG_PCINET=m CONFIG_PCINET_NTB=m W=1 pcinet_ntb.o,\
+		@echo "w1-6.1: no 6.1 headers (scripts/setup.sh)"; exit 1)
 
-w1-6.12:
-	$(call W1,$(KDIR))
+w1-6.12: ntb-stack
+	. $(TOP)/build/env-ntb.sh && $(call W1,$(KDIR),$(NTB_ARGS)) && \
+		$(MAKE) -s -C $(KDIR) M=$(EMU) clean >/dev/null && \
+		$(NODIAG) $(MAKE) -C $(KDIR) M=$(EMU) W=1 \
+		KBUILD_EXTRA_SYMBOLS=$$NTB_DIR/Module.symvers modules
 
 w1: w1-6.1 w1-6.12
 
-sparse:
-	$(NODIAG) $(MAKE) $(KBUILD_ARGS) C=2 W=1 modules
+sparse: ntb-stack
+	. $(TOP)/build/env-ntb.sh && \
+		$(NODIAG) $(MAKE) $(KBUILD_ARGS) $(NTB_ARGS) C=2 W=1 modules && \
+		$(NODIAG) $(MAKE) -C $(KDIR) M=$(EMU) C=2 W=1 \
+		KBUILD_EXTRA_SYMBOLS=$$NTB_DIR/Module.symvers modules
 
 style:
 	$(NODIAG) $(TOP)/scripts/checkpatch.sh

@@ -275,7 +275,7 @@ tail -n 3 "$log/setup"
 . build/env.sh
 
 part "build"
-if ! { make -s module && make -s fabric && make -s -C tools/testing/pcinet all &&
+if ! { make -s module && make -s fabric && make -s ntb && make -s -C tools/testing/pcinet all &&
 	make -s -C tools/pcinet-vhost all && make -s -C tools/pcinet-peer all; } \
 	>"$log/build" 2>&1; then
 	cat "$log/build"

@@ -19,7 +19,8 @@ if [ ! -x "$dir/scripts/checkpatch.pl" ]; then
 fi
 cd "$top"
 files=$(git ls-files 'drivers/net/pcinet/*.[ch]' 'tools/pcinet-peer/*.[ch]' \
-	'tools/pcinet-vhost/pcinet-vhost.c' 'tools/pcinet-vhost/vio_blk.[ch]')
+	'tools/pcinet-vhost/pcinet-vhost.c' 'tools/pcinet-vhost/vio_blk.[ch]' \
+	'tools/testing/pcinet/ntb-ivshmem/*.[ch]')
 # one pass: its status says whether anything was found, its output where
 rc=0
 out=$("$dir/scripts/checkpatch.pl" --strict --no-tree --terse --show-types -f $files) || rc=$?

@@ -318,6 +318,9 @@ class Fabric:
         self.proc = None
         # the size of each virtio region (-V, e.g. '8M'); None: none
         self.vio = None
+        # True: the memory of an emulated NTB (-N, ntb_ivshmem.ko) instead
+        # of a pcinet window
+        self.ntb = False
         # control=True: fault injection (-C <sock>.ctl, doorbells interposed
         # with -I); see fault() and tools/pcinet-fabric/README.md.
         self.ctlpath = Path(f'{self.sockpath}.ctl') if control else None
@@ -332,6 +335,8 @@ class Fabric:
             cmd += ['-I', '-C', str(self.ctlpath)]
         if self.vio:
             cmd += ['-V', str(self.vio)]
+        if self.ntb:
+            cmd += ['-N']
         self.proc = _popen(cmd, self.log)
         deadline = time.monotonic() + timeout
         while True:
@@ -941,6 +946,7 @@ CONFIG = {
     'vm_args': {},		# name -> extra QEMU args
     'nic': False,		# False: "-nic none" (vm_args may add a NIC)
     'fabric_vio': None,		# virtio regions of this size ('8M'), fabric -V
+    'fabric_ntb': False,	# True: every link an emulated NTB (fabric -N)
     'extra_modules': [],	# .ko files put in the guests' /lib/modules/extra
     'storage': False,		# the initramfs with the storage tools and
 				# modules (mkinitramfs.sh --storage: fio,
@@ -1011,6 +1017,7 @@ class Topology:
                                        binary=cfg['fabric_binary'],
                                        control=cfg['fabric_control']))
             self.fabrics[-1].vio = cfg['fabric_vio']
+            self.fabrics[-1].ntb = cfg['fabric_ntb']
         self.fabric = self.fabrics[0] if self.fabrics else None
         self.vms = [VM(n, self.workdir, kernel, initrd,
                        fabrics=[f for l, f in zip(links, self.fabrics)
@@ -1159,9 +1166,11 @@ def check_fresh_build(ko=None):
     if os.environ.get('PCINET_MODULE'):
         return
     built = ko.stat().st_mtime
+    # pcinet_ntb.c is a module of its own (make ntb), not pcinet.ko's
     newer = [p.name for p in sorted(_SOURCES.glob('*.[ch]'))
              + [_SOURCES / 'Makefile'] if p.exists() and
-             not p.name.endswith('.mod.c') and p.stat().st_mtime > built]
+             not p.name.endswith('.mod.c') and p.name != 'pcinet_ntb.c' and
+             p.stat().st_mtime > built]
     if newer:
         fix = 'make debug-module' if KERNEL == 'debug' else 'make module'
         raise HarnessError(f'{ko} is older than {", ".join(newer)}: the '

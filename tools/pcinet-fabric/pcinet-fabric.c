@@ -67,6 +67,7 @@
 #include <sys/un.h>
 
 #include "layout-shim.h"
+#include "../testing/pcinet/ntb-ivshmem/ntb_ivshmem_layout.h"
 
 #define NR_SLOTS		2		/* a pcinet link has two sides */
 #define MAX_VECTORS		16
@@ -215,6 +216,7 @@ static struct {
 	bool verbose;
 	bool daemonize;
 	bool interpose;			/* -I: forward doorbells ourselves */
+	bool ntb;			/* -N: the emulated NTB's memory */
 	const char *ctl_path;		/* -C */
 	const char *startup_cmd[MAX_STARTUP_CMDS];	/* -X */
 	unsigned int nr_startup_cmds;
@@ -232,6 +234,13 @@ static struct {
 	 */
 	struct pcinet_win_hdr whdr;
 	struct pcinet_win_vio wvio;	/* the virtio regions (-V), or zero */
+	/*
+	 * -N: the emulated NTB's header (ntb_ivshmem_layout.h), stored at
+	 * offset 0 instead of a pcinet header; whdr is then the pcinet
+	 * window each side's pcinet_ntb lays out in its inbound memory
+	 * window (mw_size bytes), used only to find scribble targets.
+	 */
+	struct ntbe_hdr nhdr;
 	char *win;			/* whole window, mapped for scribbling */
 	char *sock_abs;			/* for cleanup after chdir("/") */
 	char *pid_abs;
@@ -322,7 +331,7 @@ static void __attribute__((format(printf, 1, 2))) log_dbg(const char *fmt, ...)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: pcinet-fabric -S SOCKET_PATH [-m SIZE] [-V SIZE] [-n VECTORS]\n"
+		"Usage: pcinet-fabric -S SOCKET_PATH [-m SIZE] [-V SIZE] [-n VECTORS] [-N]\n"
 		"                     [-p PIDFILE]\n"
 		"                     [-I] [-C CONTROL_PATH] [-X COMMAND]... [-d | -F] [-v] [-h]\n"
 		"\n"
@@ -336,6 +345,9 @@ static void usage(FILE *f)
 		"  -V SIZE   four virtio regions of SIZE (a multiple of 64K, at most\n"
 		"            1/8 of the window) at the window's end (default none)\n"
 		"  -n N      doorbell vectors per peer, 1..%d (default %d)\n"
+		"  -N        the memory of an emulated NTB (ntb_ivshmem.ko, test-only)\n"
+		"            instead of a pcinet window: its header, two registers\n"
+		"            blocks and two memory windows of SIZE/4 (at least 16M)\n"
 		"  -p FILE   write the server's pid to FILE\n"
 		"  -I        interpose: forward the guests' doorbells through the\n"
 		"            fabric (needed for doorbell faults)\n"
@@ -404,7 +416,7 @@ static void parse_args(int argc, char **argv)
 	int c;
 
 	opterr = 0;	/* we print our own messages */
-	while ((c = getopt(argc, argv, ":S:m:V:n:p:IC:X:dFvh")) != -1) {
+	while ((c = getopt(argc, argv, ":S:m:V:n:p:NIC:X:dFvh")) != -1) {
 		switch (c) {
 		case 'S':
 			fab.sock_path = optarg;
@@ -431,6 +443,9 @@ static void parse_args(int argc, char **argv)
 			break;
 		case 'p':
 			fab.pid_path = optarg;
+			break;
+		case 'N':
+			fab.ntb = true;
 			break;
 		case 'I':
 			fab.interpose = true;
@@ -479,6 +494,10 @@ static void parse_args(int argc, char **argv)
 	if (fab.vio_size > fab.size / 8)
 		bad_arg("virtio regions of %llu bytes do not fit: at most 1/8 of the window each",
 			(unsigned long long)fab.vio_size);
+	if (fab.ntb && fab.vio_size)
+		bad_arg("-N: the emulated NTB carries no virtio regions (-V)");
+	if (fab.ntb && fab.size < 4 * MIN_SIZE)
+		bad_arg("-N: the emulated NTB needs at least %lluM", 4 * MIN_SIZE >> 20);
 	if (fab.ctl_path && !strcmp(fab.ctl_path, fab.sock_path))
 		bad_arg("the control socket (-C) must differ from the server socket (-S)");
 }
@@ -532,7 +551,48 @@ static bool inbox_fits(unsigned int i)
  */
 static void write_header(void)
 {
-	pcinet_layout_write_vio(fab.hdr, &fab.whdr, &fab.wvio);
+	struct ntbe_hdr *h = (struct ntbe_hdr *)fab.hdr;
+
+	if (!fab.ntb) {
+		pcinet_layout_write_vio(fab.hdr, &fab.whdr, &fab.wvio);
+		return;
+	}
+	/*
+	 * The same order as pcinet_layout_write(): magic cleared, the rest
+	 * of the page, then the magic with a release (pairs with the
+	 * acquire in ntb_ivshmem.c's probe).  The registers that follow the
+	 * header page are the guests' and are left alone.
+	 */
+	__atomic_store_n(&h->magic, 0, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	memset((char *)fab.hdr + sizeof(h->magic), 0, NTBE_HDR_SIZE - sizeof(h->magic));
+	memcpy((char *)h + sizeof(h->magic), (const char *)&fab.nhdr + sizeof(h->magic),
+	       sizeof(*h) - sizeof(h->magic));
+	__atomic_store_n(&h->magic, htole32(NTBE_MAGIC), __ATOMIC_RELEASE);
+}
+
+/* Where the header keeps attach_epoch[] and doorbell_id[]. */
+static uint32_t *hdr_epoch(unsigned int slot)
+{
+	return fab.ntb ? &((struct ntbe_hdr *)fab.hdr)->attach_epoch[slot] :
+			 &fab.hdr->attach_epoch[slot];
+}
+
+static uint32_t *hdr_doorbell_id(unsigned int slot)
+{
+	return fab.ntb ? &((struct ntbe_hdr *)fab.hdr)->doorbell_id[slot] :
+			 &fab.hdr->doorbell_id[slot];
+}
+
+/* Our copies of the same words. */
+static uint32_t *copy_epoch(unsigned int slot)
+{
+	return fab.ntb ? &fab.nhdr.attach_epoch[slot] : &fab.whdr.attach_epoch[slot];
+}
+
+static uint32_t *copy_doorbell_id(unsigned int slot)
+{
+	return fab.ntb ? &fab.nhdr.doorbell_id[slot] : &fab.whdr.doorbell_id[slot];
 }
 
 static int setup_shm(void)
@@ -577,8 +637,11 @@ static int setup_shm(void)
 	 * regions take the end of the window and the inboxes what is left;
 	 * without it the header is exactly pcinet_layout_fill()'s.
 	 */
-	if (pcinet_layout_fill_vio(&fab.whdr, &fab.wvio, fab.size, fab.nr_vectors,
-				   fab.vio_size) ||
+	if (fab.ntb)
+		ntbe_layout(&fab.nhdr, fab.size, fab.nr_vectors);
+	if (pcinet_layout_fill_vio(&fab.whdr, &fab.wvio,
+				   fab.ntb ? le64toh(fab.nhdr.mw_size) : fab.size,
+				   fab.nr_vectors, fab.vio_size) ||
 	    !inbox_fits(0) || !inbox_fits(1)) {
 		log_err("window of %llu bytes too small for the pcinet rings",
 			(unsigned long long)fab.size);
@@ -597,15 +660,15 @@ static int setup_shm(void)
 static void bump_epoch(unsigned int slot)
 {
 	/* From our copy: the window's may have been overwritten. */
-	uint32_t e = le32toh(fab.whdr.attach_epoch[slot]) + 1;
+	uint32_t e = le32toh(*copy_epoch(slot)) + 1;
 
-	fab.whdr.attach_epoch[slot] = htole32(e);
+	*copy_epoch(slot) = htole32(e);
 	/*
 	 * Pairs with the acquire in fabric-client.c's print_epoch().  A side
 	 * reads the word on its own (pcinet_link.c): no pair is needed there,
 	 * nothing in the window is ordered by it.
 	 */
-	__atomic_store_n(&fab.hdr->attach_epoch[slot], htole32(e), __ATOMIC_RELEASE);
+	__atomic_store_n(hdr_epoch(slot), htole32(e), __ATOMIC_RELEASE);
 	log_dbg("attach_epoch[%u] = %u (%s)", slot, e, (e & 1) ? "attached" : "detached");
 }
 
@@ -1168,7 +1231,7 @@ static int map_window(void)
 }
 
 /* Where region @r is, from the header as the fabric wrote it (fab.whdr). */
-static void region_bounds(enum region r, uint64_t *off, uint64_t *len)
+static void pcinet_region_bounds(enum region r, uint64_t *off, uint64_t *len)
 {
 	const struct pcinet_win_vio_side *vside;
 	const struct pcinet_win_side *side;
@@ -1219,6 +1282,38 @@ static void region_bounds(enum region r, uint64_t *off, uint64_t *len)
 		*len = fab.size;
 		return;
 	}
+}
+
+/*
+ * With -N, side s's pcinet regions (ctrlS, netS, ttyS, liveS) are in its
+ * inbound memory window, at the offsets pcinet_ntb's window has there;
+ * "hdr" is the emulated NTB's header and "all" the whole memory.
+ */
+static void region_bounds(enum region r, uint64_t *off, uint64_t *len)
+{
+	unsigned int owner;
+
+	if (fab.ntb && r == R_HDR) {
+		*off = 0;
+		*len = NTBE_HDR_SIZE;
+		return;
+	}
+	pcinet_region_bounds(r, off, len);
+	if (!fab.ntb || r == R_ALL || r == R_HDR)
+		return;
+	switch (r) {
+	case R_CTRL0: case R_NET0: case R_TTY0: case R_LIVE0:
+		owner = 0;
+		break;
+	case R_CTRL1: case R_NET1: case R_TTY1: case R_LIVE1:
+		owner = 1;
+		break;
+	default:	/* no virtio regions with -N */
+		*off = 0;
+		*len = 0;
+		return;
+	}
+	*off += le64toh(fab.nhdr.mw_off[owner]);
 }
 
 /*
@@ -1397,7 +1492,7 @@ static void cmd_scribble(int argc, char **argv, char *out, size_t size)
 {
 	bool have_mode = false, have_seed = false;
 	enum scribble_mode mode = SCR_RANDOM;
-	uint64_t rate, ms, seed = 0;
+	uint64_t rate, ms, seed = 0, off, len;
 	struct scribbler *s;
 	unsigned int i, r, m;
 	int tfd, a;
@@ -1448,6 +1543,11 @@ static void cmd_scribble(int argc, char **argv, char *out, size_t size)
 			snprintf(out, size, "err bad mode or seed '%s': " SCRIBBLE_USAGE, argv[a]);
 			return;
 		}
+	}
+	region_bounds(r, &off, &len);
+	if (len < 4) {
+		snprintf(out, size, "err region %s is empty on this window", region_name[r]);
+		return;
 	}
 	if (map_window() < 0) {
 		snprintf(out, size, "err cannot map the window: %s", strerror(errno));
@@ -2059,13 +2159,13 @@ static void new_client(int sock)
 	}
 	p->id = fab.next_id[slot];
 	fab.next_id[slot] += NR_SLOTS;
-	fab.whdr.doorbell_id[slot] = htole32(p->id);
+	*copy_doorbell_id(slot) = htole32(p->id);
 	/*
 	 * No pair: a side reads the word on its own before each doorbell
 	 * (READ_ONCE in pcinet_ivshmem.c); the release orders nothing it
 	 * relies on and only keeps the store whole and in program order.
 	 */
-	__atomic_store_n(&fab.hdr->doorbell_id[slot], htole32(p->id), __ATOMIC_RELEASE);
+	__atomic_store_n(hdr_doorbell_id(slot), htole32(p->id), __ATOMIC_RELEASE);
 	p->sock = sock;
 	p->pid = cred.pid;
 	p->in_use = true;

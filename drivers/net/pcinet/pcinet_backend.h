@@ -41,6 +41,12 @@ struct pcinet_backend_ops {
  * @nr_vectors: doorbell vectors the backend can ring and receive
  * @ops: backend operations
  * @bdata: passed back to @ops
+ * @gated: the sides do not share @win: the peer's regions (same offsets)
+ *	are in a window of the peer's that the backend maps and hands over
+ *	with pcinet_link_set_peer_window() whenever it may be written (NTB:
+ *	once the peer set its inbound translation); until then, and while
+ *	it is NULL, the link writes nothing the peer sees.  @win then holds
+ *	the header and our own regions
  */
 struct pcinet_link_cfg {
 	struct device *dev;
@@ -51,6 +57,7 @@ struct pcinet_link_cfg {
 	unsigned int nr_vectors;
 	const struct pcinet_backend_ops *ops;
 	void *bdata;
+	bool gated;
 };
 
 /**
@@ -76,6 +83,7 @@ void pcinet_link_peer_ident(struct pcinet_link *link, struct pcinet_ident *id);
 const struct pcinet_ident *pcinet_link_own_ident(const struct pcinet_link *link);
 void pcinet_link_doorbells(struct pcinet_link *link,
 			   struct pcinet_link_doorbells *db);
+void pcinet_link_set_peer_window(struct pcinet_link *link, void *peer_win);
 
 /* The backends' drivers, registered by the core at module load. */
 int pcinet_ivshmem_register(void);

@@ -56,12 +56,14 @@
 #include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/random.h>
+#include <linux/rcupdate.h>
 #include <linux/slab.h>
 #include <linux/stringify.h>
 #include <linux/spinlock.h>
 #include <linux/timer.h>
 #include <linux/u64_stats_sync.h>
 #include <linux/utsname.h>
+#include <linux/vmalloc.h>
 #include <linux/workqueue.h>
 
 #include "pcinet_link.h"
@@ -161,7 +163,17 @@ struct pcinet_db_stats {
  * @win_size: its usable size
  * @hdr: the window header (platform-written)
  * @in: our control inbox (the peer writes it)
- * @out: the peer's control inbox (we write it)
+ * @out: the peer's control inbox (we write it); changed only under @lock
+ *	and @open_lock, by pcinet_link_point()
+ * @lay: the window's layout, as parsed at creation
+ * @gated: the peer's regions are not in @win but where the backend last
+ *	pointed them (pcinet_link_set_peer_window())
+ * @sink: with @gated, where the peer's regions are while the backend
+ *	says there is no peer window: @win_size bytes of address space
+ *	over one page, written and never read for anything
+ * @sink_page: the page under @sink
+ * @peer_base: where the peer's regions are now: @win, @sink or the
+ *	backend's peer window
  * @chan: a handle per front-end of the core's table: entry c below
  *	PCINET_NR_CHAN is channel c (and holds its rings)
  * @work: runs the state machine
@@ -217,6 +229,11 @@ struct pcinet_link {
 	const struct pcinet_win_hdr *hdr;
 	const struct pcinet_ctrl *in;
 	struct pcinet_ctrl *out;
+	struct pcinet_layout lay;
+	bool gated;
+	u8 *sink;
+	struct page *sink_page;
+	u8 *peer_base;
 	struct pcinet_channel chan[PCINET_NR_FRONTENDS];
 
 	struct work_struct work;
@@ -606,7 +623,11 @@ static void pcinet_link_timer(struct timer_list *t)
 	u32 hb;
 
 	link->hb++;
-	WRITE_ONCE(link->out->heartbeat, cpu_to_le32(link->hb));
+	/*
+	 * READ_ONCE: pairs with pcinet_link_point(), which waits for this
+	 * handler (synchronize_rcu()) before the old window may go away.
+	 */
+	WRITE_ONCE(READ_ONCE(link->out)->heartbeat, cpu_to_le32(link->hb));
 
 	hb = pcinet_in(&link->in->heartbeat);
 	if (hb != link->peer_hb) {
@@ -618,6 +639,119 @@ static void pcinet_link_timer(struct timer_list *t)
 	if (!READ_ONCE(link->stopping))
 		mod_timer(&link->timer, jiffies + PCINET_TICK);
 }
+
+/*
+ * Point every view of the peer's regions at @base: the control inbox we
+ * write and, per ring, the data we produce and the indices we publish.
+ * The ring views start over at zero; the caller resets the rings (or the
+ * link was never up).  Under @open_lock: pcinet_chan_set_open() writes
+ * through @out without @lock.
+ */
+static void pcinet_link_point(struct pcinet_link *link, u8 *base)
+{
+	const struct pcinet_layout *lay = &link->lay;
+	struct pcinet_ctrl *out;
+	int c;
+
+	out = (struct pcinet_ctrl *)(base + lay->ctrl_off[link->peer]);
+	spin_lock(&link->open_lock);
+	link->peer_base = base;
+	WRITE_ONCE(link->out, out);
+	spin_unlock(&link->open_lock);
+	for (c = 0; c < PCINET_NR_RING_CHAN; c++) {
+		const struct pcinet_ring_loc *rl = &lay->ring[link->side][c];
+		const struct pcinet_ring_loc *tl = &lay->ring[link->peer][c];
+
+		pcinet_rx_init(&link->chan[c].rx, link->win + rl->off, rl->size,
+			       &out->chan[c], &link->in->chan[c]);
+		pcinet_tx_init(&link->chan[c].tx, base + tl->off, tl->size,
+			       &out->chan[c], &link->in->chan[c]);
+	}
+}
+
+/*
+ * The sink of a gated link: @size bytes of address space, every page of
+ * it the same zeroed page.  What the link writes for a peer it may not
+ * write to lands here and is never read back for anything that matters
+ * (a ring's own producer data is never read, its indices are our copies).
+ */
+static u8 *pcinet_link_sink_map(u64 size, struct page **pagep)
+{
+	unsigned long i, n = DIV_ROUND_UP(size, PAGE_SIZE);
+	struct page **pages, *page;
+	void *va = NULL;
+
+	page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+	if (!page)
+		return NULL;
+	pages = kvmalloc_array(n, sizeof(*pages), GFP_KERNEL);
+	if (pages) {
+		for (i = 0; i < n; i++)
+			pages[i] = page;
+		va = vmap(pages, n, VM_MAP, PAGE_KERNEL);
+		kvfree(pages);
+	}
+	if (!va) {
+		__free_page(page);
+		return NULL;
+	}
+	*pagep = page;	/* vmap() takes no reference: freed after vunmap() */
+	return va;
+}
+
+static void pcinet_link_sink_unmap(struct pcinet_link *link)
+{
+	if (!link->sink)
+		return;
+	vunmap(link->sink);
+	__free_page(link->sink_page);
+}
+
+/**
+ * pcinet_link_set_peer_window - where the peer's regions are now
+ * @link: a link created with &pcinet_link_cfg.gated
+ * @peer_win: the peer's window, mapped (same offsets as the window the
+ *	link was created with); NULL: there is none now, the link must not
+ *	write anything the peer could see
+ *
+ * For backends whose two sides do not share one window (NTB: each side
+ * reads its own inbound memory window and writes the peer's through its
+ * outbound one), which must stop writing while the peer's inbound
+ * translation is not known to be set.  The link goes down, its view of
+ * the peer moves, and from the return on nothing is written through the
+ * old one: the caller may then unmap it.  A new window starts with our
+ * part of the peer's control inbox zeroed and a new generation.
+ * Process context; not while the backend is in pcinet_link_stop().
+ */
+void pcinet_link_set_peer_window(struct pcinet_link *link, void *peer_win)
+{
+	u8 *base = peer_win ? peer_win : link->sink;
+
+	if (WARN_ON_ONCE(!link->gated))
+		return;
+	mutex_lock(&link->lock);
+	if (base == link->peer_base || link->stopping) {
+		mutex_unlock(&link->lock);
+		return;
+	}
+	/* The front-ends are stopped: no ring is written while we move. */
+	pcinet_link_down(link, peer_win ? "peer window back" :
+			 "peer window gone");
+	pcinet_link_point(link, base);
+	/*
+	 * The heartbeat timer reads @out without @lock: once every handler
+	 * that may have read the old pointer has returned, nothing writes
+	 * through it (pairs with the READ_ONCE in pcinet_link_timer()).
+	 */
+	synchronize_rcu();
+	memset(link->out, 0, sizeof(*link->out));
+	pcinet_link_reset(link, peer_win ? "peer window back" :
+			  "peer window gone");
+	if (link->started)
+		pcinet_link_refresh(link);
+	mutex_unlock(&link->lock);
+}
+EXPORT_SYMBOL_NS_GPL(pcinet_link_set_peer_window, PCINET);
 
 /**
  * pcinet_window_is_pcinet - does a window carry a valid pcinet header?
@@ -632,6 +766,7 @@ bool pcinet_window_is_pcinet(const void *win, u64 size)
 
 	return pcinet_layout_parse(win, size, &lay) == 0;
 }
+EXPORT_SYMBOL_NS_GPL(pcinet_window_is_pcinet, PCINET);
 
 /* Create a front-end on its channel; NULL from it is no front-end. */
 static int pcinet_link_create_frontend(struct pcinet_link *link, int c)
@@ -711,8 +846,16 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 	link->win_phys = cfg->phys;
 	link->win_size = lay.win_size;
 	link->hdr = cfg->win;
+	link->lay = lay;
+	link->gated = cfg->gated;
 	link->in = (const struct pcinet_ctrl *)(win + lay.ctrl_off[link->side]);
-	link->out = (struct pcinet_ctrl *)(win + lay.ctrl_off[link->peer]);
+	if (link->gated) {
+		link->sink = pcinet_link_sink_map(lay.win_size, &link->sink_page);
+		if (!link->sink) {
+			err = -ENOMEM;
+			goto abort_with_stats;
+		}
+	}
 	mutex_init(&link->lock);
 	spin_lock_init(&link->open_lock);
 	spin_lock_init(&link->ident_lock);
@@ -728,15 +871,7 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 		link->chan[c].chan = c < PCINET_NR_CHAN || !pcinet_frontends[c] ?
 				     c : pcinet_frontends[c]->chan;
 	}
-	for (c = 0; c < PCINET_NR_RING_CHAN; c++) {
-		struct pcinet_ring_loc *rl = &lay.ring[link->side][c];
-		struct pcinet_ring_loc *tl = &lay.ring[link->peer][c];
-
-		pcinet_rx_init(&link->chan[c].rx, win + rl->off, rl->size,
-			       &link->out->chan[c], &link->in->chan[c]);
-		pcinet_tx_init(&link->chan[c].tx, win + tl->off, tl->size,
-			       &link->out->chan[c], &link->in->chan[c]);
-	}
+	pcinet_link_point(link, link->gated ? link->sink : win);
 
 	/* Our part of the window starts clean: no stale kernel data. */
 	memset(link->out, 0, sizeof(*link->out));
@@ -755,7 +890,7 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 
 	err = ida_alloc(&pcinet_link_ida, GFP_KERNEL);
 	if (err < 0)
-		goto abort_with_stats;
+		goto abort_with_sink;
 	link->index = err;
 
 	for (c = 0; c < PCINET_NR_FRONTENDS; c++) {
@@ -768,12 +903,15 @@ struct pcinet_link *pcinet_link_create(const struct pcinet_link_cfg *cfg)
 abort_with_frontends:
 	pcinet_link_destroy_frontends(link, c);
 	ida_free(&pcinet_link_ida, link->index);
+abort_with_sink:
+	pcinet_link_sink_unmap(link);
 abort_with_stats:
 	free_percpu(link->db_stats);
 abort_with_link:
 	kfree(link);
 	return ERR_PTR(err);
 }
+EXPORT_SYMBOL_NS_GPL(pcinet_link_create, PCINET);
 
 /**
  * pcinet_link_start - publish ourselves to the peer and run
@@ -796,6 +934,7 @@ void pcinet_link_start(struct pcinet_link *link)
 	mod_timer(&link->timer, jiffies + PCINET_TICK);
 	schedule_work(&link->work);
 }
+EXPORT_SYMBOL_NS_GPL(pcinet_link_start, PCINET);
 
 /**
  * pcinet_link_stop - stop the front-ends and tell the peer we go
@@ -825,6 +964,7 @@ void pcinet_link_stop(struct pcinet_link *link)
 	pcinet_store_release(&link->out->gen, cpu_to_le32(0));
 	pcinet_notify(link, PCINET_VEC_LINK);
 }
+EXPORT_SYMBOL_NS_GPL(pcinet_link_stop, PCINET);
 
 /**
  * pcinet_link_destroy - stop the link if running, free everything
@@ -843,9 +983,11 @@ void pcinet_link_destroy(struct pcinet_link *link)
 	 */
 	cancel_work_sync(&link->work);
 	ida_free(&pcinet_link_ida, link->index);
+	pcinet_link_sink_unmap(link);
 	free_percpu(link->db_stats);
 	kfree(link);
 }
+EXPORT_SYMBOL_NS_GPL(pcinet_link_destroy, PCINET);
 
 /**
  * pcinet_link_doorbell - the peer rang one of our doorbells
@@ -882,6 +1024,7 @@ void pcinet_link_doorbell(struct pcinet_link *link, unsigned int vector)
 			ops->kick(s->priv);
 	}
 }
+EXPORT_SYMBOL_NS_GPL(pcinet_link_doorbell, PCINET);
 
 /**
  * pcinet_link_peer_ident - the peer's identity, for the backend's sysfs
@@ -897,6 +1040,7 @@ void pcinet_link_peer_ident(struct pcinet_link *link, struct pcinet_ident *id)
 	*id = link->peer_id;
 	spin_unlock(&link->ident_lock);
 }
+EXPORT_SYMBOL_NS_GPL(pcinet_link_peer_ident, PCINET);
 
 /**
  * pcinet_link_doorbells - a link's doorbells so far, for the backend's sysfs
@@ -932,6 +1076,7 @@ void pcinet_link_doorbells(struct pcinet_link *link,
 		}
 	}
 }
+EXPORT_SYMBOL_NS_GPL(pcinet_link_doorbells, PCINET);
 
 /**
  * pcinet_link_own_ident - the identity we publish on a link
@@ -943,6 +1088,7 @@ const struct pcinet_ident *pcinet_link_own_ident(const struct pcinet_link *link)
 {
 	return &link->own_id;
 }
+EXPORT_SYMBOL_NS_GPL(pcinet_link_own_ident, PCINET);
 
 /* ----- the channel interface (pcinet_chan.h) ----- */
 

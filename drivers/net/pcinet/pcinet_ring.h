@@ -69,8 +69,20 @@
 
 /* Acquire half of the pairs A/B and C/D: callers name their pair. */
 #define pcinet_load_acquire(p)		virt_load_acquire(p)
-/* Release half of the pairs A/B and C/D: callers name their pair. */
+/*
+ * Release half of the pairs A/B and C/D: callers name their pair.  In the
+ * kernel a wmb() first: a peer window mapped write-combining (NTB, PCI
+ * endpoint BARs) may reorder and hold back plain stores, which release
+ * semantics alone (a compiler barrier on x86) do not drain; the sfence
+ * puts everything before the index on the bus before it.
+ */
+#ifdef __KERNEL__
+/* wmb(): drains write-combining buffers (above); then the release */
+#define pcinet_store_release(p, v) do { wmb(); virt_store_release(p, v); } while (0)
+#else
+/* the userspace tests share no WC mapping: the release alone */
 #define pcinet_store_release(p, v)	virt_store_release(p, v)
+#endif
 /* Full barrier of the pairs E/F and G/H: callers name their pair. */
 #define pcinet_mb()			virt_mb()
 
