@@ -176,6 +176,18 @@ static void pcinet_ntb_translate(struct pcinet_ntb *pn)
 	pn->translated = true;
 }
 
+/*
+ * Forget what the peer wrote in our scratchpads: a peer that went away
+ * left its nonce there, and the next one (a reboot) must not be taken
+ * for it before it wrote its own.  A running peer rewrites them within
+ * a poll.
+ */
+static void pcinet_ntb_forget_peer(struct pcinet_ntb *pn)
+{
+	ntb_spad_write(pn->ntb, PCINET_NTB_SPAD_NONCE, 0);
+	ntb_spad_write(pn->ntb, PCINET_NTB_SPAD_MAGIC, 0);
+}
+
 static void pcinet_ntb_setup_work(struct work_struct *work)
 {
 	struct pcinet_ntb *pn = container_of(to_delayed_work(work),
@@ -201,6 +213,8 @@ static void pcinet_ntb_setup_work(struct work_struct *work)
 		ntb_peer_db_set(pn->ntb, BIT_ULL(PCINET_NTB_DB_SETUP));
 	}
 
+	if (ntb_link_is_up(pn->ntb, NULL, NULL) != 1)
+		pcinet_ntb_forget_peer(pn);
 	nonce = pcinet_ntb_peer_nonce(pn);
 	if (nonce == pn->peer_nonce)
 		goto out;
@@ -317,6 +331,7 @@ static int pcinet_ntb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	err = ntb_set_ctx(ntb, pn, &pcinet_ntb_ctx_ops);
 	if (err)
 		goto abort_with_link;
+	pcinet_ntb_forget_peer(pn);
 	ntb_db_clear_mask(ntb, GENMASK_ULL(PCINET_NTB_DB_SETUP, 0));
 	pcinet_link_start(pn->link);
 	ntb_link_enable(ntb, NTB_SPEED_AUTO, NTB_WIDTH_AUTO);
