@@ -13,7 +13,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 SRC := $(TOP)/drivers/net/pcinet
 KBUILD_ARGS = -C $(KDIR) M=$(SRC) CONFIG_PCINET=m
 
-.PHONY: all module debug-kernel debug-module fabric ntb ntb-stack unit setup check check-all demo chassis bench bench-storage bench-scale bench-chassis bench-virtio bench-vhost soak \
+.PHONY: all module debug-kernel debug-module fabric ntb ntb-stack unit setup check check-all demo chassis bench bench-storage bench-scale bench-chassis bench-virtio bench-vhost bench-ntb soak \
 	style sparse w1 w1-6.1 w1-6.12 gates install dkms clean
 
 all: module fabric
@@ -148,6 +148,12 @@ bench-virtio:
 # bench/results/vhost.{json,md}
 bench-vhost:
 	$(TOP)/scripts/bench.sh --only vhost
+
+# pcinet on the emulated NTB against mainline ntb_netdev on the same device
+# and against pcinet on ivshmem, in the same two guests (issue 23):
+# bench/results/ntb.{json,md}
+bench-ntb:
+	$(TOP)/scripts/bench.sh --only ntb
 
 # Traffic and faults of every kind for MINUTES (default 10) on the debug
 # kernel (KERNEL=debian for Debian's): see tests/qemu/soak.py.

@@ -1485,6 +1485,14 @@ def virtio_main(args, meta, out):
                       {'': 'virtio / NBD', 'fs': 'virtio-fs / 9P'})
 
 
+def ntb_main(args, meta, out):
+    """bench.py --only ntb: pcinet on the emulated NTB against mainline
+    ntb_netdev on the same device and against pcinet on ivshmem, in the
+    same guests (bench/ntb_route.py)."""
+    import ntb_route as NR
+    return route_main(args, meta, out, 'ntb', NR.ntb_bench, {'': 'ntb'})
+
+
 def vhost_main(args, meta, out):
     """bench.py --only vhost: the board's virtio disk served by
     pcinet-vhost in a host guest against NBD over pcinet0 from the same
@@ -1595,7 +1603,7 @@ def main(argv=None):
                     help='the scaling section\'s numbers of links, comma-separated '
                     f'(default {",".join(map(str, F.SCALE_NS))})')
     ap.add_argument('--only', choices=('storage', 'scale', 'chassis', 'virtio',
-                                       'vhost'),
+                                       'vhost', 'ntb'),
                     help='measure one section only; its results go to OUT/<section>.json '
                     'and .md (latest.* stay as they are)')
     ap.add_argument('--skip', action='append', default=[],
@@ -1639,6 +1647,8 @@ def main(argv=None):
         return virtio_main(args, meta, out)
     if args.only == 'vhost':
         return vhost_main(args, meta, out)
+    if args.only == 'ntb':
+        return ntb_main(args, meta, out)
     bench = Bench(args)
     rc = 0
     try:

@@ -785,6 +785,9 @@ def write_section_md(path, R):
         virtio_md(R, w)
     elif meta['only'] == 'vhost':
         vhost_md(R, w)
+    elif meta['only'] == 'ntb':
+        import ntb_route
+        ntb_route.ntb_md(R, w)
     if errors:
         w('Errors during the run:\n')
         for e in errors:

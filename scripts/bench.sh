@@ -16,6 +16,9 @@
 #   scripts/bench.sh --only vhost     stage 3: the virtio disk served by
 #                                     pcinet-vhost in a host guest against
 #                                     NBD from it (make bench-vhost)
+#   scripts/bench.sh --only ntb       pcinet on the emulated NTB against
+#                                     ntb_netdev and pcinet on ivshmem
+#                                     (make bench-ntb)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -33,6 +36,8 @@ make -s -C tools/pcinet-peer pcinet-peer >/dev/null
 # pcinet-vhost: the host guest's side of the stage-3 section (mkinitramfs.sh
 # puts it and qemu-storage-daemon in when it is built)
 make -s -C tools/pcinet-vhost pcinet-vhost >/dev/null
+# the NTB stack and the emulated NTB device (the ntb section)
+make -s ntb >/dev/null
 
 echo "== bench"
 exec python3 bench/bench.py "$@"

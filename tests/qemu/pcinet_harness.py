@@ -935,7 +935,7 @@ CONFIG = {
     'links': None,		# [(x, y), ...]: one fabric each; None: one link
 				# joining all machines; [] no ivshmem device
     'fabric': True,		# False: no link at all (same as links=[])
-    'fabric_size': '16M',
+    'fabric_size': '16M',	# or a list: per link
     'fabric_control': False,	# True: fault injection, Fabric.fault()
     'vectors': 4,		# doorbells: link, net, tty, virtio (fewer: the
 				# driver rings the missing ones as vector 0)
@@ -946,7 +946,8 @@ CONFIG = {
     'vm_args': {},		# name -> extra QEMU args
     'nic': False,		# False: "-nic none" (vm_args may add a NIC)
     'fabric_vio': None,		# virtio regions of this size ('8M'), fabric -V
-    'fabric_ntb': False,	# True: every link an emulated NTB (fabric -N)
+    'fabric_ntb': False,	# True: every link an emulated NTB (fabric -N);
+				# a list: per link
     'extra_modules': [],	# .ko files put in the guests' /lib/modules/extra
     'storage': False,		# the initramfs with the storage tools and
 				# modules (mkinitramfs.sh --storage: fio,
@@ -1011,13 +1012,16 @@ class Topology:
         for i, link in enumerate(links):
             # the first link keeps the name every earlier log used
             sock = 'fabric.sock' if i == 0 else f'fabric{i}.sock'
+            size, ntb = cfg['fabric_size'], cfg['fabric_ntb']
             self.fabrics.append(Fabric(self.workdir / sock,
-                                       size=cfg['fabric_size'],
+                                       size=size[i] if isinstance(
+                                           size, (list, tuple)) else size,
                                        vectors=cfg['vectors'],
                                        binary=cfg['fabric_binary'],
                                        control=cfg['fabric_control']))
             self.fabrics[-1].vio = cfg['fabric_vio']
-            self.fabrics[-1].ntb = cfg['fabric_ntb']
+            self.fabrics[-1].ntb = (ntb[i] if isinstance(ntb, (list, tuple))
+                                    else ntb)
         self.fabric = self.fabrics[0] if self.fabrics else None
         self.vms = [VM(n, self.workdir, kernel, initrd,
                        fabrics=[f for l, f in zip(links, self.fabrics)
