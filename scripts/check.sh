@@ -150,6 +150,10 @@ ALL_ONLY=(
 	=virtio-blk-sync-kill =virtio-blk-fio =virtio-peer-cycles
 	=virtio-net-reset =virtio-reset-in-flight =virtio-ctl-scribble
 	=virtio-word-poke
+	# NTB (kept: ntb-tool proves the emulated device, ntb-pcinet the link,
+	# carrier on the peer's death and its return, ntb-pcinet-faults the
+	# heal on the NTB path; ntb-both runs ntb_netdev beside pcinet_ntb)
+	=ntb-netdev =ntb-pcinet-stop =ntb-pcinet-reload =ntb-both
 )
 DEBUG_CASES=(
 	# reload and teardown under traffic

@@ -27,6 +27,9 @@ linux-source-6.12 by scripts/ntb-modules.sh (Debian's kernel has no NTB).
                both ways; the link back within 1 s by itself, then half
                the doorbells dropped under an 8 MiB transfer; 8 MiB each
                way intact, ratelimited logs only
+  ntb-both     two emulated NTB devices in the same guests, pcinet_ntb on
+               the first (pcinet0), ntb_transport + ntb_netdev on the
+               second (eth0): both carry 8 MiB each way at once, intact
   ntb-pcinet-reload  pcinet_ntb removed and loaded again on each side in
                turn under a TCP stream the other way: the other side's
                carrier goes down and comes back by itself, no splat, and
@@ -280,6 +283,40 @@ def _(t):
         n = int(vm.run('dmesg | wc -l')) - marks[vm]
         h.expect(n <= LOG_LIMIT, f'{vm.name} logged {n} lines: not '
                  'ratelimited')
+
+
+@h.case('ntb-both', topology=dict(links=[('a', 'b')] * 2))
+def _(t):
+    emulated_ntb(t)
+    ip = {'pcinet0': ('10.8.0.1', '10.8.0.2'), 'eth0': ('10.9.0.1', '10.9.0.2')}
+    for vm in t.vms:
+        h.load(vm, wait=())
+        insmod(vm, 'pcinet_ntb')
+        devs = sorted(vm.run('ls /sys/bus/ntb/devices').split())
+        h.expect(len(devs) == 2, f'{vm.name}: NTB devices {devs}')
+        vm.run(f'echo {devs[1]} >/sys/bus/ntb/drivers/pcinet_ntb/unbind')
+        insmod(vm, 'ntb_transport', 'ntb_netdev')
+        h.expect(vm.run(f'ls /sys/bus/ntb/drivers/ntb_transport/ | '
+                        f'grep -c {devs[1]}').strip() == '1',
+                 f'{vm.name}: ntb_transport did not bind {devs[1]}')
+    for ifn, (ipa, ipb) in ip.items():
+        for vm, addr in ((t.a, ipa), (t.b, ipb)):
+            vm.wait_until(f'[ -e /sys/class/net/{ifn} ]', 5, what=ifn)
+            vm.run(f'ip addr add {addr}/24 dev {ifn} && ip link set {ifn} up')
+        for vm in t.vms:
+            h.wait_carrier(vm, 1, 15, ifname=ifn)
+    # both at once: a -> b on pcinet0 in the background, b -> a on eth0
+    t.b.run('rm -f /tmp/bg.sha; (socat -u TCP-LISTEN:5020,reuseaddr STDOUT | '
+            'sha256sum >/tmp/bg.part && mv /tmp/bg.part /tmp/bg.sha) '
+            '>/dev/null 2>&1 &')
+    want = t.a.run('head -c 8388608 /dev/urandom >/tmp/bg.tx; sha256sum </tmp/bg.tx').split()[0]
+    t.a.wait_until(f'socat -u FILE:/tmp/bg.tx TCP:{ip["pcinet0"][1]}:5020 '
+                   '& echo $! >/tmp/bg.pid; true', 10)
+    h.tcp_transfer(t.b, t.a, ip['eth0'][0], 8, port=5021)
+    t.b.wait_until('[ -e /tmp/bg.sha ]', 60, what='the pcinet0 transfer')
+    got = t.b.run('cat /tmp/bg.sha').split()[0]
+    h.expect(got == want, f'pcinet0 a->b: sha256 {got}, sent {want}')
+    h.tcp_transfer(t.a, t.b, ip['eth0'][1], 8, port=5022)
 
 
 @h.case('ntb-pcinet-reload')
