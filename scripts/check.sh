@@ -143,13 +143,14 @@ ALL_ONLY=(
 	=tty-under-iperf3 =tty-throughput
 	# virtio and vhost (kept: each device's data path, withdraw, hotplug,
 	# the host VM killed, its rmmod, the reset with a request in flight,
-	# scribbles, an old, a stale and a lying device side)
+	# scribbles, an old, a stale and a lying device side; virtio-dev-gen-flip
+	# for virtio-config-storm: a generation word in a storm)
 	=vhost-withdraw-in-probe =vhost-peer-cycles =vhost-host-vm-stop
 	=vhost-host-unbind =vhost-wedge-heals =vhost-drain-other
 	=vhost-fs-reset-held =virtio-blk-wce =virtio-fs-restart =virtio-fs-abort
 	=virtio-blk-sync-kill =virtio-blk-fio =virtio-peer-cycles
 	=virtio-net-reset =virtio-reset-in-flight =virtio-ctl-scribble
-	=virtio-word-poke
+	=virtio-word-poke =virtio-config-storm
 	# NTB (kept: ntb-tool proves the emulated device, ntb-pcinet the link,
 	# carrier on the peer's death and its return, ntb-pcinet-faults the
 	# heal on the NTB path; ntb-both runs ntb_netdev beside pcinet_ntb)

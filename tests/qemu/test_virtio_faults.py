@@ -72,6 +72,22 @@ Cases:
                       pcinet-peer, /dev/vda stays, the dd succeeds, a
                       pattern written meanwhile reads back equal
                       (PCINET_PEER_GRACE_MS)
+  virtio-hostile-ids  a host that offers, beside the disk, a device of ID
+                      5, 18, 24 or 27 (balloon, input, mem, pmem; one
+                      pcinet-peer run each, --blk-fault=id=N on its
+                      virtio-fs device; 24 only on the debug kernel): the
+                      board refuses it (its line), registers no device of
+                      that ID, MemTotal unchanged, and /dev/vda beside it
+                      takes a pattern that reads back equal
+  virtio-config-storm the disk's config_gen incremented 1e6 times/s (the
+                      fabric's storm) for 60 s, under I/O, an rmmod and
+                      the probe after an insmod: no soft lockup, the dd
+                      succeeds, rmmod returns within 5 s, /dev/vda comes
+                      back during the storm and holds the pattern
+  virtio-dev-gen-flip the disk's dev_gen incremented 10000 times/s for
+                      60 s: the board backs off (fewer than 20 plugs,
+                      fewer than 100 lines of log), /dev/vda is back
+                      afterwards with the data written before
 """
 
 import hashlib
@@ -821,6 +837,147 @@ def _(t):
         check_pattern(t, peer, pat, 'afterwards')
         peer.expect_alive()
         h.unload(t.a, 10)
+    finally:
+        peer.close()
+
+
+# --------------------------------------------------------------------------
+# a hostile host: what it offers, and its generation counters
+# --------------------------------------------------------------------------
+
+# Where slot n's description is in the board's drv region (fabric region
+# vdrv0): PCINET_CACHELINE + n * sizeof(struct pcinet_vio_devdesc), and
+# the words in it (pcinet_layout.h static_asserts each).
+DESC_AT, DESC_SIZE = 64, 640
+DESC_DEV_GEN, DESC_CONFIG_GEN = 0, 36
+BLK_SLOT = 0
+HOSTILE_IDS = (24,) if h.KERNEL == 'debug' else (5, 18, 24, 27)
+STORM = 60			# seconds of each storm
+
+
+def virtio_ids(t):
+    """The device IDs of the virtio devices registered on the board."""
+    out = t.a.run('cat /sys/bus/virtio/devices/*/device 2>/dev/null || true')
+    return [int(x, 16) for x in out.split()]
+
+
+def mem_total(t):
+    return int(t.a.run("awk '/^MemTotal/ {print $2}' /proc/meminfo"))
+
+
+def dmesg_lines(t):
+    return int(t.a.run('dmesg | wc -l').strip())
+
+
+def plugs(t):
+    return int(t.a.run('dmesg | grep -c "virtio slot 0: device 2," || true')
+               .strip() or 0)
+
+
+def storm(t, slot, word, rate, secs):
+    out = t.fabric.fault(f'storm vdrv0 {DESC_AT + slot * DESC_SIZE + word} '
+                         f'{rate} {secs}')
+    h.expect(out.startswith('ok storm'), f'storm: {out}')
+    h.info(out)
+
+
+def storm_over(t):
+    deadline = time.monotonic() + STORM + 30
+    while 'scribble=none' not in t.fabric.fault('status'):
+        h.expect(time.monotonic() < deadline, 'the storm did not stop')
+        time.sleep(0.5)
+
+
+@h.case('virtio-hostile-ids', fresh=True)
+def _(t):
+    """Devices a host must not be able to bind on the board: refused."""
+    need_stage2()
+    share = t.workdir / 'share'
+    share.mkdir(exist_ok=True)
+    peer = BlkPeer(t, IMG_MIB)
+    try:
+        mem0 = None
+        for n, dev_id in enumerate(HOSTILE_IDS):
+            mark = peer_start(peer, '--fs', f'{share}:hostile',
+                              f'--blk-fault=id={dev_id}')
+            if n == 0:
+                h.load(t.a)
+                mem0 = mem_total(t)
+            wait_vda(t, why=f' beside device {dev_id}')
+            t.a.wait_until(f'dmesg | grep -q "device {dev_id} refused"',
+                           15 * SLOW, what=f'device {dev_id} refused',
+                           show='dmesg | grep -i virtio | tail -n 8')
+            ids = virtio_ids(t)
+            h.info(f'ID {dev_id}: refused; registered: {ids}')
+            h.expect(dev_id not in ids, f'device {dev_id} registered: {ids}')
+            h.expect(mem_total(t) == mem0, 'MemTotal moved')
+            pat = write_pattern(t, PAT_OFF, PAT_MIB)
+            check_pattern(t, peer, pat, f'beside device {dev_id}')
+            peer.expect_alive()
+            h.expect('virtio-fs' in peer.log.read_text()[mark:],
+                     'pcinet-peer offered no second device')
+            peer.stop()
+            vda_gone(t, GONE, f'after pcinet-peer {dev_id} stopped')
+        h.unload(t.a, RMMOD)
+    finally:
+        peer.close()
+
+
+@h.case('virtio-config-storm', fresh=True)
+def _(t):
+    """config_gen bumped in a tight loop: I/O, rmmod and a probe go on."""
+    peer = started(t)
+    try:
+        pat = write_pattern(t, PAT_OFF, PAT_MIB)
+        t0 = time.monotonic()
+        storm(t, BLK_SLOT, DESC_CONFIG_GEN, 1000000, STORM)
+        rc, out = t.a.sh('dd if=/dev/vda of=/dev/null bs=64k count=512 '
+                         'iflag=direct 2>&1', timeout=60)
+        h.expect(rc == 0, f'a read during the storm failed: {out}')
+        took = time.monotonic()
+        h.unload(t.a, RMMOD)
+        took = time.monotonic() - took
+        h.load(t.a)
+        wait_vda(t, why=' after insmod, during the storm')
+        pat2 = write_pattern(t, PAT_OFF + PAT_MIB, PAT_MIB)
+        left = STORM - (time.monotonic() - t0)
+        h.info(f'read, rmmod ({took:.2f} s), insmod, probe and a write '
+               f'done with {left:.0f} s of storm left')
+        h.expect(left > 0, 'the storm ended before the probe: it tested '
+                 'less than it says')
+        storm_over(t)
+        h.expect(t.a.sh('dmesg | grep -q "soft lockup"')[0] != 0,
+                 'soft lockup:\n' + t.a.run('dmesg | tail -n 20'))
+        check_pattern(t, peer, pat, 'after the storm')
+        back = guest_sha(t, PAT_OFF + PAT_MIB, PAT_MIB)
+        h.expect(back == pat2, 'the pattern written during the storm '
+                 f'reads {back}, written {pat2}')
+        peer.expect_alive()
+        h.unload(t.a, RMMOD)
+    finally:
+        peer.close()
+
+
+@h.case('virtio-dev-gen-flip', fresh=True)
+def _(t):
+    """dev_gen flipped at 10 kHz: the slot backs off, the disk returns."""
+    peer = started(t)
+    try:
+        pat = write_pattern(t, PAT_OFF, PAT_MIB)
+        lines0, plugs0 = dmesg_lines(t), plugs(t)
+        storm(t, BLK_SLOT, DESC_DEV_GEN, 10000, STORM)
+        vda_gone(t, GONE, 'after dev_gen moved')
+        storm_over(t)
+        lines, n = dmesg_lines(t) - lines0, plugs(t) - plugs0
+        h.info(f'{STORM} s of dev_gen at 10 kHz: {n} plug(s), {lines} '
+               'line(s) of log')
+        h.expect(n < 20, f'{n} plugs: no backoff')
+        h.expect(lines < 100, f'{lines} lines of log:\n'
+                 + t.a.run('dmesg | tail -n 20'))
+        wait_vda_settled(t, 30, ' after the storm')
+        check_pattern(t, peer, pat, 'after the storm')
+        peer.expect_alive()
+        h.unload(t.a, RMMOD)
     finally:
         peer.close()
 

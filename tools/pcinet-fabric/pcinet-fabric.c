@@ -59,12 +59,14 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/types.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include "layout-shim.h"
 #include "../testing/pcinet/ntb-ivshmem/ntb_ivshmem_layout.h"
@@ -143,9 +145,13 @@ static const char *const region_name[NR_REGIONS] = {
  */
 #define VIO_META_SIZE	0x20000ULL
 
-enum scribble_mode { SCR_RANDOM, SCR_BOUNDS, SCR_BYTES, NR_SCR_MODES };
+/*
+ * SCR_COUNT ("storm"): one word incremented without pause, by a child
+ * process, a hostile peer's counter in a tight loop; not a scribble mode.
+ */
+enum scribble_mode { SCR_RANDOM, SCR_BOUNDS, SCR_BYTES, SCR_COUNT, NR_SCR_MODES };
 
-static const char *const mode_name[NR_SCR_MODES] = { "random", "bounds", "bytes" };
+static const char *const mode_name[NR_SCR_MODES] = { "random", "bounds", "bytes", "count" };
 
 /* Overwrites one region at a fixed rate, driven by its own timerfd. */
 struct scribbler {
@@ -160,6 +166,7 @@ struct scribbler {
 	uint64_t done;		/* writes due so far (some may be skipped) */
 	uint64_t writes;	/* writes made */
 	uint64_t seed, rng;
+	pid_t pid;		/* SCR_COUNT: the child that writes; else 0 */
 };
 
 /*
@@ -1400,6 +1407,11 @@ static void scribble_stop(unsigned int i, const char *why)
 
 	if (!s->active)
 		return;
+	if (s->pid > 0) {
+		kill(s->pid, SIGKILL);
+		waitpid(s->pid, NULL, 0);
+		s->pid = 0;
+	}
 	close(s->tfd);
 	s->tfd = -1;
 	s->active = false;
@@ -1422,6 +1434,10 @@ static void scribble_tick(unsigned int i)
 
 	if (!timer_expired(s->tfd))
 		return;
+	if (s->mode == SCR_COUNT) {	/* the timer is the storm's end */
+		scribble_stop(i, "done");
+		return;
+	}
 	now = now_ns();
 	elapsed = now - s->start_ns;
 	over = elapsed >= s->dur_ms * NSEC_PER_MSEC;
@@ -1532,9 +1548,9 @@ static void cmd_scribble(int argc, char **argv, char *out, size_t size)
 		return;
 	}
 	for (a = 4; a < argc; a++) {
-		for (m = 0; m < NR_SCR_MODES && strcmp(argv[a], mode_name[m]); m++)
+		for (m = 0; m < SCR_COUNT && strcmp(argv[a], mode_name[m]); m++)
 			;
-		if (m < NR_SCR_MODES && !have_mode) {
+		if (m < SCR_COUNT && !have_mode) {
 			mode = m;
 			have_mode = true;
 		} else if (!have_seed && parse_seed(argv[a], &seed)) {
@@ -1587,6 +1603,140 @@ static void cmd_scribble(int argc, char **argv, char *out, size_t size)
 		 region_name[r], (unsigned long long)s->off, (unsigned long long)s->len,
 		 s->rate, (unsigned long long)(ms / 1000), (unsigned long long)(ms % 1000),
 		 mode_name[mode], (unsigned long long)s->seed);
+}
+
+#define STORM_USAGE "usage: storm REGION OFFSET RATE SECONDS | storm stop"
+
+/*
+ * The storm's child: the word at @w + 1, RATE times a second, evenly, for
+ * SECONDS (writes due while it slept are made at once, up to 64); it
+ * sleeps between writes.  RATE MAX_SCRIBBLE_RATE: without a pause, a core
+ * for SECONDS (a reader that re-reads the word until it holds still never
+ * sees it do so).
+ */
+static __attribute__((noreturn)) void storm_child(uint32_t *w, uint64_t rate,
+						  uint64_t end)
+{
+	uint64_t start = now_ns(), done = 0, due, now, next;
+	struct timespec ts;
+	unsigned int k;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	prctl(PR_SET_TIMERSLACK, 1UL);
+	while (rate >= MAX_SCRIBBLE_RATE) {
+		if (now_ns() >= end)
+			_exit(0);
+		for (k = 0; k < 4096; k++)
+			__atomic_store_n(w, htole32(le32toh(__atomic_load_n(w, __ATOMIC_RELAXED)) + 1),
+					 __ATOMIC_RELEASE);
+	}
+	for (;;) {
+		now = now_ns();
+		if (now >= end)
+			_exit(0);
+		due = rate * ((now - start) / 1000) / 1000000;
+		for (k = 0; done < due && k < 64; k++, done++)
+			__atomic_store_n(w, htole32(le32toh(__atomic_load_n(w, __ATOMIC_RELAXED)) + 1),
+					 __ATOMIC_RELEASE);
+		done = due > done ? due : done;
+		next = start + (done + 1) * 1000000000ULL / rate;
+		if (next > now) {
+			ts.tv_sec = (next - now) / NSEC_PER_SEC;
+			ts.tv_nsec = (next - now) % NSEC_PER_SEC;
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+/*
+ * "storm vdrv0 0x2a4 100000 60": the word at offset 0x2a4 of vdrv0
+ * incremented 100000 times a second for 60 s, as a hostile peer would
+ * bump a generation counter.  Listed and stopped with the scribbles
+ * (status, "scribble stop").
+ */
+static void cmd_storm(int argc, char **argv, char *out, size_t size)
+{
+	uint64_t at, rate, ms, off, len;
+	struct scribbler *s;
+	unsigned int i, r;
+	pid_t pid;
+	int tfd;
+
+	if (argc == 2 && !strcmp(argv[1], "stop")) {
+		for (i = 0, r = 0; i < MAX_SCRIBBLERS; i++) {
+			if (fab.scr[i].active && fab.scr[i].mode == SCR_COUNT) {
+				scribble_stop(i, "stopped");
+				r++;
+			}
+		}
+		snprintf(out, size, "ok storm stopped=%u", r);
+		return;
+	}
+	if (argc != 5) {
+		snprintf(out, size, "err " STORM_USAGE);
+		return;
+	}
+	for (r = 0; r < NR_REGIONS && strcmp(argv[1], region_name[r]); r++)
+		;
+	if (r == NR_REGIONS || (r >= R_VDEV0 && r <= R_VIO && !fab.vio_size)) {
+		snprintf(out, size, "err no region '%s' to storm", argv[1]);
+		return;
+	}
+	region_bounds(r, &off, &len);
+	if (!parse_seed(argv[2], &at) || at % 4 || at >= len || len - at < 4) {
+		snprintf(out, size, "err OFFSET must be a multiple of 4 below 0x%llx",
+			 (unsigned long long)len);
+		return;
+	}
+	if (!parse_uint(argv[3], MAX_SCRIBBLE_RATE, &rate) || !rate) {
+		snprintf(out, size, "err RATE must be 1..%d writes/s", MAX_SCRIBBLE_RATE);
+		return;
+	}
+	if (!parse_ms(argv[4], MAX_SCRIBBLE_MS, &ms) || !ms) {
+		snprintf(out, size, "err SECONDS must be 0.001..%d", MAX_SCRIBBLE_MS / 1000);
+		return;
+	}
+	if (map_window() < 0) {
+		snprintf(out, size, "err cannot map the window: %s", strerror(errno));
+		return;
+	}
+	for (i = 0; i < MAX_SCRIBBLERS && fab.scr[i].active; i++)
+		;
+	if (i == MAX_SCRIBBLERS) {
+		snprintf(out, size, "err busy: %d scribbles are running", MAX_SCRIBBLERS);
+		return;
+	}
+	tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (tfd < 0) {
+		snprintf(out, size, "err timerfd: %s", strerror(errno));
+		return;
+	}
+	s = &fab.scr[i];
+	*s = (struct scribbler){
+		.tfd = tfd,
+		.region = r,
+		.mode = SCR_COUNT,
+		.rate = rate,
+		.dur_ms = ms,
+		.start_ns = now_ns(),
+		.off = off + at,
+		.len = 4,
+	};
+	pid = fork();
+	if (pid < 0) {
+		close(tfd);
+		snprintf(out, size, "err fork: %s", strerror(errno));
+		return;
+	}
+	if (!pid)
+		storm_child((uint32_t *)(fab.win + s->off), rate,
+			    s->start_ns + ms * NSEC_PER_MSEC);
+	s->pid = pid;
+	s->active = true;
+	arm_timer(tfd, s->start_ns + ms * NSEC_PER_MSEC);
+	snprintf(out, size, "ok storm %s+0x%llx rate=%u seconds=%llu.%03llu",
+		 region_name[r], (unsigned long long)at, s->rate,
+		 (unsigned long long)(ms / 1000), (unsigned long long)(ms % 1000));
 }
 
 /* ------------------------------------------------------------------ */
@@ -1804,6 +1954,9 @@ static bool ctl_command(char *line, char *out, size_t size)
 	} else if (!strcmp(argv[0], "poke")) {
 		cmd_poke(argc, argv, out, size);
 		return true;
+	} else if (!strcmp(argv[0], "storm")) {
+		cmd_storm(argc, argv, out, size);
+		return true;
 	} else if (!strcmp(argv[0], "doorbell")) {
 		cmd_doorbell(argc, argv, out, size);
 		return true;
@@ -1824,7 +1977,7 @@ static bool ctl_command(char *line, char *out, size_t size)
 		snprintf(out, size, "ok restore");
 		return true;
 	} else if (!strcmp(argv[0], "help") && argc == 1) {
-		snprintf(out, size, "ok commands: scribble, poke, doorbell, stats [reset], status, restore, help");
+		snprintf(out, size, "ok commands: scribble, poke, storm, doorbell, stats [reset], status, restore, help");
 	} else {
 		snprintf(out, size, "err unknown command '%s': try 'help'", argv[0]);
 	}

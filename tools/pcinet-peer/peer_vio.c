@@ -262,6 +262,7 @@ static struct {
 	bool hide_feature;		/* no PCINET_F_VIRTIO, offer anyway */
 	bool stale_used;		/* one stale used entry (rings_start()) */
 	bool bad_wce;			/* virtio-blk's wce published as 2 */
+	u32 fs_as_id;			/* virtio-fs offered as this ID; 0: no */
 
 	u64 rings;			/* doorbells we rang (ring_board()) */
 } V = { .win_fd = -1 };
@@ -368,18 +369,31 @@ bool pvio_enabled(void)
  *	completes a request after the reset was answered would (the peer
  *	must refuse it: an unplug, then a new offer);
  *  bad-wce: virtio-blk's config published with wce 2, a value no device
- *	has (the peer must not pass it to virtio_blk, which BUG()s on it).
+ *	has (the peer must not pass it to virtio_blk, which BUG()s on it);
+ *  id=N: the virtio-fs device (--fs) offered with device ID N instead, as
+ *	a host that picks the board's drivers would (virtio-balloon 5,
+ *	virtio-input 18, virtio-mem 24, virtio-pmem 27: the peer must
+ *	refuse them).
  */
 bool pvio_fault(const char *kind)
 {
-	if (!strcmp(kind, "no-feature"))
+	unsigned long id;
+	char *end;
+
+	if (!strncmp(kind, "id=", 3)) {
+		id = strtoul(kind + 3, &end, 0);
+		if (*end || !id || id > UINT32_MAX)
+			return false;
+		V.fs_as_id = id;
+	} else if (!strcmp(kind, "no-feature")) {
 		V.hide_feature = true;
-	else if (!strcmp(kind, "stale-used"))
+	} else if (!strcmp(kind, "stale-used")) {
 		V.stale_used = true;
-	else if (!strcmp(kind, "bad-wce"))
+	} else if (!strcmp(kind, "bad-wce")) {
 		V.bad_wce = true;
-	else
+	} else {
 		return false;
+	}
 	return true;
 }
 
@@ -567,7 +581,8 @@ static void publish(struct pv_dev *d, int call_fd)
 
 	d->dev_gen = pv_random();
 	memset(&n, 0, sizeof(n));
-	n.device_id = cpu_to_le32(d->t->device_id);
+	n.device_id = cpu_to_le32(V.fs_as_id && d->t == &pv_types[PV_FS] ?
+				  V.fs_as_id : d->t->device_id);
 	n.nr_vq = cpu_to_le32(d->t->nr_vq);
 	n.features = cpu_to_le64(d->offer);
 	n.config_gen = cpu_to_le32(++d->config_gen);

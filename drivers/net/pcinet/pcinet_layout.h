@@ -591,6 +591,12 @@ static_assert(sizeof(struct pcinet_rec) <= PCINET_REC_ALIGN);
 /* Alignment of a pool, and of every buffer placed in one. */
 #define PCINET_VIO_POOL_ALIGN	4096
 /*
+ * Largest pool a driver side accepts (per direction): the relay copies a
+ * pass's requests in and out of the pools with interrupts off, so the
+ * pool bounds that time.  Larger: PCINET_VIO_ERR_UNSUPP.
+ */
+#define PCINET_VIO_POOL_MAX	(4U << 20)
+/*
  * How long a driver side waits for the device side to answer a status
  * write (reset, FEATURES_OK) before it declares the device gone.  The
  * device side answers a reset only once its back end stopped touching

@@ -82,6 +82,66 @@
 /* How often a status wait looks again without a doorbell. */
 #define PCINET_VIO_POLL			(HZ / 10)
 
+/*
+ * A slot whose offer was refused, or whose device lived less than
+ * PCINET_VIO_CALM_MS, registers nothing for a while: 100 ms, doubling up
+ * to 8 s.  A device side that flips dev_gen at doorbell rate costs the
+ * board a plug every 8 s, not a plug, a probe and uevents per doorbell.
+ */
+#define PCINET_VIO_BACKOFF_MIN_MS	100
+#define PCINET_VIO_BACKOFF_MAX_MS	8000
+#define PCINET_VIO_CALM_MS		8000
+
+/*
+ * Config snapshots (pcinet_vio_config_snap()): tries for a consistent
+ * copy, and how long a new one waits after the last that moved (config
+ * changes reach the driver at most that often, coalesced).
+ */
+#define PCINET_VIO_CFG_TRIES		4
+#define PCINET_VIO_CFG_MS		500
+
+/*
+ * The device kinds a device side may offer, and their device feature
+ * bits we pass on to the driver (the ring and transport bits are the
+ * transport's own).  A host picks the board's drivers: virtio-mem or
+ * virtio-pmem take physical ranges from their config, virtio-balloon
+ * takes memory, virtio-input types on the console.  Module parameter
+ * virtio_ids replaces the list of IDs taken; an ID not in this table
+ * gets its device bits as offered.
+ */
+struct pcinet_vio_kind {
+	u32 id;
+	u64 features;
+};
+
+static const struct pcinet_vio_kind pcinet_vio_kinds[] = {
+	{ VIRTIO_ID_BLOCK,
+	  PCINET_VIO_BIT(VIRTIO_BLK_F_SIZE_MAX) |
+	  PCINET_VIO_BIT(VIRTIO_BLK_F_SEG_MAX) |
+	  PCINET_VIO_BIT(VIRTIO_BLK_F_GEOMETRY) |
+	  PCINET_VIO_BIT(VIRTIO_BLK_F_RO) |
+	  PCINET_VIO_BIT(VIRTIO_BLK_F_BLK_SIZE) |
+	  PCINET_VIO_BIT(VIRTIO_BLK_F_FLUSH) |
+	  PCINET_VIO_BIT(VIRTIO_BLK_F_TOPOLOGY) |
+	  PCINET_VIO_BIT(VIRTIO_BLK_F_CONFIG_WCE) |
+	  PCINET_VIO_BIT(VIRTIO_BLK_F_MQ) |
+	  PCINET_VIO_BIT(VIRTIO_BLK_F_DISCARD) |
+	  PCINET_VIO_BIT(VIRTIO_BLK_F_WRITE_ZEROES) |
+	  PCINET_VIO_BIT(VIRTIO_BLK_F_SECURE_ERASE) },
+	{ VIRTIO_ID_FS, 0 },
+};
+
+#define PCINET_VIO_MAX_IDS		16
+static unsigned int pcinet_vio_ids[PCINET_VIO_MAX_IDS] = {
+	VIRTIO_ID_BLOCK, VIRTIO_ID_FS,
+};
+
+static int pcinet_vio_nr_ids = 2;
+module_param_array_named(virtio_ids, pcinet_vio_ids, uint,
+			 &pcinet_vio_nr_ids, 0444);
+MODULE_PARM_DESC(virtio_ids,
+		 "Virtio device IDs a peer may offer (default 2,26: block, fs; the list replaces the default)");
+
 static struct workqueue_struct *pcinet_vio_wq;
 
 struct pcinet_vio;
@@ -121,11 +181,18 @@ struct pcinet_vio_q {
  *	under the link's @lock
  * @refused_gen: a dev_gen we dropped or refused with an error: not
  *	registered again (D offers a new one)
+ * @backoff_ms: the wait after the next refusal or short-lived device
+ *	(PCINET_VIO_BACKOFF_MIN_MS..PCINET_VIO_BACKOFF_MAX_MS); 0: none
+ * @not_before: get_jiffies_64(); nothing registered in the slot before
+ *
+ * Everything but @dev and @st under the link's @lock.
  */
 struct pcinet_vio_slot {
 	struct pcinet_vio_dev *dev;
 	struct pcinet_vio_drvstate st;
 	u32 refused_gen;
+	unsigned int backoff_ms;
+	u64 not_before;
 };
 
 /**
@@ -188,12 +255,17 @@ struct pcinet_vio {
  * @dead: the device is gone; set once, under @lock
  * @err: why (PCINET_VIO_ERR_*), reported in the driver state
  * @status: the status the driver wrote last
+ * @answer: D's answer to it, as set_status() last waited for it
  * @ring_ok: D answered DRIVER_OK: it zeroed the used rings, which we may
  *	read from now on (before, they may hold a former device's words)
  * @status_seq: our status_seq as last published
- * @config_gen: the device's config_gen as last announced
- * @config_seen: each config byte as a driver last read it, or as
- *	@scan_work last saw it, whichever came later; under @lock
+ * @config_gen: D's config_gen as of @cfg
+ * @cfg: the config bytes the driver reads (pcinet_vio_config_snap()),
+ *	under @lock
+ * @cfg_gen: what generation() returns: ours, bumped with every @cfg that
+ *	moved, never read from the window
+ * @cfg_at: get_jiffies_64() of the last @cfg that moved (or of the plug)
+ * @plugged: get_jiffies_64() of the plug
  * @relay: the relay's device state
  * @q: the queues
  * @nr_q: queues set up (find_vqs() to del_vqs()); under @lock
@@ -218,10 +290,14 @@ struct pcinet_vio_dev {
 	bool dead;
 	u32 err;
 	u8 status;
+	u8 answer;
 	bool ring_ok;
 	u32 status_seq;
 	u32 config_gen;
-	u8 config_seen[PCINET_VIO_CONFIG_SIZE];
+	u8 cfg[PCINET_VIO_CONFIG_SIZE];
+	u32 cfg_gen;
+	u64 cfg_at;
+	u64 plugged;
 	struct pcinet_vio_relay relay;
 	struct pcinet_vio_q q[PCINET_VIO_MAX_VQ];
 	unsigned int nr_q;
@@ -618,15 +694,12 @@ static void pcinet_vio_get(struct virtio_device *vdev, unsigned int offset,
 	spin_lock_irqsave(&dev->lock, flags);
 	for (i = 0; i < len; i++) {
 		at = offset + i;
-		if (at >= dev->info.config_len || at < offset) {
+		if (at >= dev->info.config_len || at < offset)
 			b[i] = 0;
-		} else if (le32_to_cpu(st->config_dirty[at / 32]) & BIT(at % 32)) {
+		else if (le32_to_cpu(st->config_dirty[at / 32]) & BIT(at % 32))
 			b[i] = st->config[at];
-		} else {
-			/* pcinet_vio_config_moved() compares with it */
-			b[i] = READ_ONCE(dev->desc->config[at]);
-			dev->config_seen[at] = b[i];
-		}
+		else
+			b[i] = dev->cfg[at];
 	}
 	pcinet_vio_get_sane(dev, offset, b, len);
 	spin_unlock_irqrestore(&dev->lock, flags);
@@ -660,31 +733,42 @@ static void pcinet_vio_set(struct virtio_device *vdev, unsigned int offset,
 }
 
 /*
- * Did a config byte move since a driver last read it, with config_gen
- * unchanged?  Only a third party's scribble (or D's repair of one,
- * refresh) does that: a driver that read a scribbled capacity must read
- * it again once D wrote it back, or it keeps the garbage until the next
- * config_gen.  Bytes nobody reads are taken as seen, so that each move
- * is reported once.  Under @lock of the link (scan_work).
+ * Copy D's configuration into @cfg, the bytes the driver reads: the
+ * virtio core's generation loop (__virtio_cread_many()) has no bound, so
+ * generation() never reads the window and @cfg_gen moves only here.
+ * config_gen, the bytes, config_gen again, at most PCINET_VIO_CFG_TRIES
+ * times: a device side that keeps changing it gets the last copy (any
+ * bytes are valid input; the drivers check their config).  Also finds a
+ * byte that moved with config_gen unchanged (a third party's scribble,
+ * or D's repair of one: a driver that read a scribbled capacity reads it
+ * again).  Return: whether a byte or config_gen moved.  Under the link's
+ * @lock, or before the device is registered.
  */
-static bool pcinet_vio_config_moved(struct pcinet_vio_dev *dev)
+static bool pcinet_vio_config_snap(struct pcinet_vio_dev *dev)
 {
-	const struct pcinet_vio_drvstate *st = &dev->slot->st;
-	bool moved = false;
-	unsigned long flags;
-	unsigned int at;
-	u8 v;
-
-	spin_lock_irqsave(&dev->lock, flags);
+	const struct pcinet_vio_devdesc *d = dev->desc;
 	/* config_len <= PCINET_VIO_CONFIG_SIZE: checked with the description */
-	for (at = 0; at < dev->info.config_len; at++) {
-		if (le32_to_cpu(st->config_dirty[at / 32]) & BIT(at % 32))
-			continue;
-		v = READ_ONCE(dev->desc->config[at]);
-		if (v != dev->config_seen[at]) {
-			dev->config_seen[at] = v;
-			moved = true;
-		}
+	unsigned int i, len = dev->info.config_len;
+	u8 cfg[PCINET_VIO_CONFIG_SIZE];
+	unsigned long flags;
+	u32 gen = 0;
+	bool moved;
+
+	for (i = 0; i < PCINET_VIO_CFG_TRIES; i++) {
+		/* V5: pairs with D's store-release of config_gen after config */
+		gen = le32_to_cpu(virt_load_acquire(&d->config_gen));
+		memcpy(cfg, d->config, len);
+		/* the bytes before config_gen is read again: a move shows */
+		virt_rmb();
+		if (le32_to_cpu(READ_ONCE(d->config_gen)) == gen)
+			break;
+	}
+	spin_lock_irqsave(&dev->lock, flags);
+	moved = gen != dev->config_gen || memcmp(cfg, dev->cfg, len);
+	if (moved) {
+		memcpy(dev->cfg, cfg, len);
+		dev->config_gen = gen;
+		WRITE_ONCE(dev->cfg_gen, dev->cfg_gen + 1);
 	}
 	spin_unlock_irqrestore(&dev->lock, flags);
 	return moved;
@@ -692,10 +776,8 @@ static bool pcinet_vio_config_moved(struct pcinet_vio_dev *dev)
 
 static u32 pcinet_vio_generation(struct virtio_device *vdev)
 {
-	struct pcinet_vio_dev *dev = to_pcinet_vio_dev(vdev);
-
-	/* V5: pairs with D's store-release of config_gen after config */
-	return le32_to_cpu(virt_load_acquire(&dev->desc->config_gen));
+	/* pairs with nothing: @cfg and @cfg_gen change under @lock, get() takes it */
+	return READ_ONCE(to_pcinet_vio_dev(vdev)->cfg_gen);
 }
 
 /*
@@ -733,12 +815,30 @@ static u8 pcinet_vio_wait_status(struct pcinet_vio_dev *dev)
 	}
 }
 
+/*
+ * Never waits and never kills: sysfs's status file calls it for any user
+ * (a wait here let anyone unplug a disk whose back end restarts).  D's
+ * answer to our last write if there is one now, else the one
+ * set_status() waited for.
+ */
 static u8 pcinet_vio_get_status(struct virtio_device *vdev)
 {
-	return pcinet_vio_wait_status(to_pcinet_vio_dev(vdev));
+	struct pcinet_vio_dev *dev = to_pcinet_vio_dev(vdev);
+	u8 status;
+
+	if (READ_ONCE(dev->dead))
+		return READ_ONCE(dev->status) & ~(VIRTIO_CONFIG_S_FEATURES_OK |
+						  VIRTIO_CONFIG_S_DRIVER_OK);
+	if (pcinet_vio_answered(dev, &status))
+		return status;
+	return READ_ONCE(dev->answer);
 }
 
-/* Posted: D answers later (pcinet_vio_wait_status()). */
+/*
+ * Post the status, then wait for D's answer (pcinet_vio_wait_status():
+ * the device dies if none comes).  Process context, as every caller in
+ * the virtio core (probe, remove, reset, restore).
+ */
 static void pcinet_vio_set_status(struct virtio_device *vdev, u8 status)
 {
 	struct pcinet_vio_dev *dev = to_pcinet_vio_dev(vdev);
@@ -757,15 +857,13 @@ static void pcinet_vio_set_status(struct virtio_device *vdev, u8 status)
 		pcinet_vio_st_write(dev->st_win, st);
 	spin_unlock_irqrestore(&dev->lock, flags);
 	pcinet_chan_kick(dev->vio->ch);
+	WRITE_ONCE(dev->answer, pcinet_vio_wait_status(dev));
 }
 
 static void pcinet_vio_reset(struct virtio_device *vdev)
 {
-	struct pcinet_vio_dev *dev = to_pcinet_vio_dev(vdev);
-
-	pcinet_vio_set_status(vdev, 0);
 	/* D answers 0 once its back end stopped touching rings and pools */
-	pcinet_vio_wait_status(dev);
+	pcinet_vio_set_status(vdev, 0);
 }
 
 static u64 pcinet_vio_get_features(struct virtio_device *vdev)
@@ -978,6 +1076,24 @@ static void pcinet_vio_release(struct device *d)
 	kfree(to_pcinet_vio_dev(dev_to_virtio(d)));
 }
 
+/*
+ * The slot registers nothing for a while: after a refusal, or a device
+ * that lived less than PCINET_VIO_CALM_MS (@calm false); a device that
+ * lived longer is replaced at once (a back end's restart).
+ */
+static void pcinet_vio_back_off(struct pcinet_vio_slot *slot, bool calm)
+{
+	if (calm)
+		slot->backoff_ms = 0;
+	else if (!slot->backoff_ms)
+		slot->backoff_ms = PCINET_VIO_BACKOFF_MIN_MS;
+	slot->not_before = get_jiffies_64() +
+			   msecs_to_jiffies(calm ? 0 : slot->backoff_ms);
+	if (!calm)
+		slot->backoff_ms = min(2 * slot->backoff_ms,
+				       PCINET_VIO_BACKOFF_MAX_MS);
+}
+
 /* The slot's driver state says: nothing registered, and why. */
 static void pcinet_vio_slot_empty(struct pcinet_vio *vio, unsigned int n,
 				  u32 dev_gen, u32 err)
@@ -1014,6 +1130,8 @@ static void pcinet_vio_unplug(struct pcinet_vio *vio, unsigned int n)
 	err = dev->err;
 	dev_info(pcinet_vio_log_dev(vio), "virtio slot %u: device %u unplugged\n",
 		 n, dev->info.device_id);
+	pcinet_vio_back_off(slot, time_after64(get_jiffies_64(), dev->plugged +
+					       msecs_to_jiffies(PCINET_VIO_CALM_MS)));
 	put_device(&dev->vdev.dev);
 	if (err)
 		slot->refused_gen = gen;
@@ -1031,6 +1149,42 @@ static unsigned int pcinet_vio_live_infos(struct pcinet_vio *vio,
 		if (vio->slot[n].dev)
 			live[nr++] = vio->slot[n].dev->info;
 	return nr;
+}
+
+/*
+ * Is the device one this board takes (module parameter virtio_ids), with
+ * pools the relay may copy with interrupts off?  Trims the device feature
+ * bits to the kind's.  Return: NULL, or why not.
+ */
+static const char *pcinet_vio_unsupported(struct pcinet_vio_devinfo *info)
+{
+	unsigned int i, nr = min_t(unsigned int, pcinet_vio_nr_ids,
+				   PCINET_VIO_MAX_IDS);
+
+	for (i = 0; i < nr; i++)
+		if (pcinet_vio_ids[i] == info->device_id)
+			break;
+	if (i == nr)
+		return "device ID not in virtio_ids";
+	if (info->out_pool.size > PCINET_VIO_POOL_MAX ||
+	    info->in_pool.size > PCINET_VIO_POOL_MAX)
+		return "pool above PCINET_VIO_POOL_MAX";
+	for (i = 0; i < ARRAY_SIZE(pcinet_vio_kinds); i++)
+		if (pcinet_vio_kinds[i].id == info->device_id)
+			info->features &= pcinet_vio_kinds[i].features |
+					  PCINET_VIO_TRANSPORT_BITS;
+	return NULL;
+}
+
+/* Refuse D's offer @gen in slot @n: @err in the driver state, back off. */
+static void pcinet_vio_refuse(struct pcinet_vio *vio, unsigned int n,
+			      u32 gen, u32 err)
+{
+	struct pcinet_vio_slot *slot = &vio->slot[n];
+
+	slot->refused_gen = gen;
+	pcinet_vio_back_off(slot, false);
+	pcinet_vio_slot_empty(vio, n, gen, err);
 }
 
 /* An EMPTY slot: register what D offers there, if it passes. */
@@ -1073,8 +1227,16 @@ static void pcinet_vio_plug(struct pcinet_vio *vio, unsigned int n)
 				     "virtio slot %u: description refused (%s)\n",
 				     n, why);
 		kfree(dev);
-		slot->refused_gen = gen;
-		pcinet_vio_slot_empty(vio, n, gen, PCINET_VIO_ERR_DESC);
+		pcinet_vio_refuse(vio, n, gen, PCINET_VIO_ERR_DESC);
+		return;
+	}
+	why = pcinet_vio_unsupported(&dev->info);
+	if (why) {
+		dev_warn_ratelimited(pcinet_vio_log_dev(vio),
+				     "virtio slot %u: device %u refused (%s)\n",
+				     n, dev->info.device_id, why);
+		kfree(dev);
+		pcinet_vio_refuse(vio, n, gen, PCINET_VIO_ERR_UNSUPP);
 		return;
 	}
 
@@ -1083,7 +1245,6 @@ static void pcinet_vio_plug(struct pcinet_vio *vio, unsigned int n)
 	dev->n = n;
 	dev->desc = pcinet_vio_desc_win(vio, n);
 	dev->st_win = pcinet_vio_st_win(vio, n);
-	dev->config_gen = le32_to_cpu(READ_ONCE(dev->desc->config_gen));
 	spin_lock_init(&dev->lock);
 	INIT_WORK(&dev->io_work, pcinet_vio_io_work);
 	init_waitqueue_head(&dev->ack_wq);
@@ -1096,8 +1257,10 @@ static void pcinet_vio_plug(struct pcinet_vio *vio, unsigned int n)
 	memset(&slot->st, 0, sizeof(slot->st));
 	slot->st.drv_gen = cpu_to_le32(get_random_u32() | 1);
 	slot->st.dev_gen = cpu_to_le32(gen);
-	/* @config_seen from the live bytes: the probe reads what moves next */
-	pcinet_vio_config_moved(dev);
+	/* the probe reads this snapshot; @scan_work takes the next */
+	pcinet_vio_config_snap(dev);
+	dev->plugged = get_jiffies_64();
+	dev->cfg_at = dev->plugged;
 	pcinet_vio_st_write(dev->st_win, &slot->st);
 	spin_lock_irqsave(&vio->slots_lock, flags);
 	slot->dev = dev;
@@ -1117,8 +1280,7 @@ static void pcinet_vio_plug(struct pcinet_vio *vio, unsigned int n)
 		spin_unlock_irqrestore(&vio->slots_lock, flags);
 		cancel_work_sync(&dev->io_work);
 		put_device(&dev->vdev.dev);
-		slot->refused_gen = gen;
-		pcinet_vio_slot_empty(vio, n, gen, PCINET_VIO_ERR_NOMEM);
+		pcinet_vio_refuse(vio, n, gen, PCINET_VIO_ERR_NOMEM);
 	}
 }
 
@@ -1250,15 +1412,17 @@ static void pcinet_vio_scan(struct work_struct *work)
 			dev = NULL;
 		}
 		if (dev) {
-			gen = pcinet_vio_generation(&dev->vdev);
-			if (pcinet_vio_config_moved(dev) ||
-			    gen != dev->config_gen) {
-				dev->config_gen = gen;
+			/* coalesced: at most one change per PCINET_VIO_CFG_MS */
+			if (time_after64(get_jiffies_64(), dev->cfg_at +
+					 msecs_to_jiffies(PCINET_VIO_CFG_MS)) &&
+			    pcinet_vio_config_snap(dev)) {
+				dev->cfg_at = get_jiffies_64();
 				virtio_config_changed(&dev->vdev);
 			}
 			continue;
 		}
-		if (inst && !doubt && !vio->stopping)
+		if (inst && !doubt && !vio->stopping &&
+		    !time_before64(get_jiffies_64(), vio->slot[n].not_before))
 			pcinet_vio_plug(vio, n);
 	}
 	if (inst)
