@@ -836,8 +836,8 @@ static u8 pcinet_vio_get_status(struct virtio_device *vdev)
 
 /*
  * Post the status, then wait for D's answer (pcinet_vio_wait_status():
- * the device dies if none comes).  Process context, as every caller in
- * the virtio core (probe, remove, reset, restore).
+ * the device dies if none comes), except to DRIVER_OK.  Process context,
+ * as every caller in the virtio core (probe, remove, reset, restore).
  */
 static void pcinet_vio_set_status(struct virtio_device *vdev, u8 status)
 {
@@ -857,7 +857,14 @@ static void pcinet_vio_set_status(struct virtio_device *vdev, u8 status)
 		pcinet_vio_st_write(dev->st_win, st);
 	spin_unlock_irqrestore(&dev->lock, flags);
 	pcinet_chan_kick(dev->vio->ch);
-	WRITE_ONCE(dev->answer, pcinet_vio_wait_status(dev));
+	/*
+	 * DRIVER_OK is posted, as on PCI: the probe ends (virtiofs adds its
+	 * tag: a mount may follow at once) while D starts its rings.  The
+	 * relay reads the used rings only once D answered it (@ring_ok), and
+	 * a D that never does is found by the I/O timeout.
+	 */
+	if (!(status & VIRTIO_CONFIG_S_DRIVER_OK))
+		WRITE_ONCE(dev->answer, pcinet_vio_wait_status(dev));
 }
 
 static void pcinet_vio_reset(struct virtio_device *vdev)
