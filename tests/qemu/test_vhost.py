@@ -54,6 +54,11 @@ Cases:
                   meanwhile (replaced under the same offer), insmod:
                   back; then
                   1 MiB written and read back equal on b and in a's image
+  vhost-image-swap  a's IMAGE moved away and a symlink to another file
+                  put in its place, qemu-storage-daemon killed: the
+                  restarted back end serves the image pcinet-vhost opened
+                  (b reads the 1 MiB it wrote); pcinet-vhost --blk SYMLINK
+                  exits 1 ("a symlink")
   vhost-hotplug   pcinet-vhost --config FILE, one disk: under a loop of
                   direct 1 MiB writes read back and compared on b's
                   /dev/vda, a second disk added to FILE + SIGHUP: /dev/vdb
@@ -453,6 +458,37 @@ def _(t):
         finish(t)
     finally:
         vhost_cleanup(t)
+
+@h.case('vhost-image-swap', fresh=True)
+def _(t):
+    """IMAGE replaced by a symlink to another file, the back end then
+    restarted: b still reads the image pcinet-vhost was given; a symlink
+    given as IMAGE is refused."""
+    try:
+        blk_started(t)
+        pat = b_write(t, PAT_OFF_MIB, 1, timeout=120)
+        # what a local user who can write IMAGE's directory could do
+        t.a.run(f'mv {IMG} {IMG}.orig && truncate -s {IMG_MIB}M '
+                f'/tmp/other.img && ln -s /tmp/other.img {IMG}')
+        t.a.run('kill -9 $(pidof qemu-storage-daemon)')
+        t.b.wait_until('! [ -b /dev/vda ]', 2,
+                       what='/dev/vda gone after the back end',
+                       show='ls /sys/block; dmesg | tail -n 10')
+        wait_vda(t)
+        back = b_sha(t, PAT_OFF_MIB, 1)
+        h.expect(back == pat, f'after the swap and the restart b reads '
+                 f'{back}, written {pat}: the back end opened the symlink')
+        img = a_sha(t, PAT_OFF_MIB, 1, img=f'{IMG}.orig')
+        h.expect(img == pat, f"a's image {img}, written {pat}")
+        rc, out = t.a.sh(f'timeout 5 pcinet-vhost --link pcinet0 --blk {IMG} '
+                         '2>&1')
+        h.info(f'pcinet-vhost --blk SYMLINK: exit {rc}: {out.strip()}')
+        h.expect(rc == 1 and 'a symlink' in out,
+                 f'a symlink as IMAGE: exit {rc}, {out.strip()}')
+        finish(t)
+    finally:
+        vhost_cleanup(t)
+
 
 CFG = '/tmp/pcinet-vhost.conf'
 IMG2 = '/tmp/board2.img'

@@ -90,6 +90,7 @@ Cases:
                       afterwards with the data written before
 """
 
+import contextlib
 import hashlib
 import os
 import random
@@ -923,12 +924,25 @@ def _(t):
         peer.close()
 
 
-@h.case('virtio-config-storm', fresh=True)
-def _(t):
-    """config_gen bumped in a tight loop: I/O, rmmod and a probe go on."""
+@contextlib.contextmanager
+def stormed_disk(t):
+    """The disk, a pattern on it, then the case's storm; after it, the
+    pattern intact, pcinet-peer alive and the module's rmmod."""
     peer = started(t)
     try:
         pat = write_pattern(t, PAT_OFF, PAT_MIB)
+        yield peer
+        check_pattern(t, peer, pat, 'after the storm')
+        peer.expect_alive()
+        h.unload(t.a, RMMOD)
+    finally:
+        peer.close()
+
+
+@h.case('virtio-config-storm', fresh=True)
+def _(t):
+    """config_gen bumped in a tight loop: I/O, rmmod and a probe go on."""
+    with stormed_disk(t):
         t0 = time.monotonic()
         storm(t, BLK_SLOT, DESC_CONFIG_GEN, 1000000, STORM)
         rc, out = t.a.sh('dd if=/dev/vda of=/dev/null bs=64k count=512 '
@@ -948,22 +962,15 @@ def _(t):
         storm_over(t)
         h.expect(t.a.sh('dmesg | grep -q "soft lockup"')[0] != 0,
                  'soft lockup:\n' + t.a.run('dmesg | tail -n 20'))
-        check_pattern(t, peer, pat, 'after the storm')
         back = guest_sha(t, PAT_OFF + PAT_MIB, PAT_MIB)
         h.expect(back == pat2, 'the pattern written during the storm '
                  f'reads {back}, written {pat2}')
-        peer.expect_alive()
-        h.unload(t.a, RMMOD)
-    finally:
-        peer.close()
 
 
 @h.case('virtio-dev-gen-flip', fresh=True)
 def _(t):
     """dev_gen flipped at 10 kHz: the slot backs off, the disk returns."""
-    peer = started(t)
-    try:
-        pat = write_pattern(t, PAT_OFF, PAT_MIB)
+    with stormed_disk(t):
         lines0, plugs0 = dmesg_lines(t), plugs(t)
         storm(t, BLK_SLOT, DESC_DEV_GEN, 10000, STORM)
         vda_gone(t, GONE, 'after dev_gen moved')
@@ -975,11 +982,6 @@ def _(t):
         h.expect(lines < 100, f'{lines} lines of log:\n'
                  + t.a.run('dmesg | tail -n 20'))
         wait_vda_settled(t, 30, ' after the storm')
-        check_pattern(t, peer, pat, 'after the storm')
-        peer.expect_alive()
-        h.unload(t.a, RMMOD)
-    finally:
-        peer.close()
 
 
 if __name__ == '__main__':

@@ -1466,9 +1466,93 @@ static void scribble_tick(unsigned int i)
  * of the region header there.  The reply has the word's former value, to
  * put back.
  */
+/*
+ * Shared by poke and storm: REGION and OFFSET name one aligned 32-bit word
+ * inside a region of this window; its offset in the window in @word.
+ */
+static bool parse_word(char **argv, const char *verb, unsigned int *region,
+		       uint64_t *at, uint64_t *word, char *out, size_t size)
+{
+	uint64_t off, len;
+	unsigned int r;
+
+	for (r = 0; r < NR_REGIONS && strcmp(argv[1], region_name[r]); r++)
+		;
+	if (r == NR_REGIONS || (r >= R_VDEV0 && r <= R_VIO && !fab.vio_size)) {
+		snprintf(out, size, "err no region '%s' to %s", argv[1], verb);
+		return false;
+	}
+	region_bounds(r, &off, &len);
+	if (!parse_seed(argv[2], at) || *at % 4 || *at >= len || len - *at < 4) {
+		snprintf(out, size, "err OFFSET must be a multiple of 4 below 0x%llx",
+			 (unsigned long long)len);
+		return false;
+	}
+	*region = r;
+	*word = off + *at;
+	return true;
+}
+
+/* Shared by scribble and storm: RATE writes a second for SECONDS. */
+static bool parse_rate_seconds(const char *rate_s, const char *secs, uint64_t *rate,
+			       uint64_t *ms, char *out, size_t size)
+{
+	if (!parse_uint(rate_s, MAX_SCRIBBLE_RATE, rate) || !*rate) {
+		snprintf(out, size, "err RATE must be 1..%d writes/s", MAX_SCRIBBLE_RATE);
+		return false;
+	}
+	if (!parse_ms(secs, MAX_SCRIBBLE_MS, ms) || !*ms) {
+		snprintf(out, size, "err SECONDS must be 0.001..%d", MAX_SCRIBBLE_MS / 1000);
+		return false;
+	}
+	return true;
+}
+
+static bool mapped(char *out, size_t size)
+{
+	if (map_window() < 0) {
+		snprintf(out, size, "err cannot map the window: %s", strerror(errno));
+		return false;
+	}
+	return true;
+}
+
+/* A free scribbler slot and its timer: the slot's index, or -1 (@out says why). */
+static int scribbler_get(int *tfd, char *out, size_t size)
+{
+	unsigned int i;
+
+	for (i = 0; i < MAX_SCRIBBLERS && fab.scr[i].active; i++)
+		;
+	if (i == MAX_SCRIBBLERS) {
+		snprintf(out, size, "err busy: %d scribbles are running", MAX_SCRIBBLERS);
+		return -1;
+	}
+	*tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (*tfd < 0) {
+		snprintf(out, size, "err timerfd: %s", strerror(errno));
+		return -1;
+	}
+	return i;
+}
+
+/* "scribble stop" (every one) and "storm stop" (@storms_only): how many stopped. */
+static unsigned int scribbles_stop(bool storms_only)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < MAX_SCRIBBLERS; i++) {
+		if (fab.scr[i].active && (!storms_only || fab.scr[i].mode == SCR_COUNT)) {
+			scribble_stop(i, "stopped");
+			n++;
+		}
+	}
+	return n;
+}
+
 static void cmd_poke(int argc, char **argv, char *out, size_t size)
 {
-	uint64_t off, len, at, val;
+	uint64_t at, word, val;
 	uint32_t *w, old;
 	unsigned int r;
 
@@ -1476,27 +1560,15 @@ static void cmd_poke(int argc, char **argv, char *out, size_t size)
 		snprintf(out, size, "err " POKE_USAGE);
 		return;
 	}
-	for (r = 0; r < NR_REGIONS && strcmp(argv[1], region_name[r]); r++)
-		;
-	if (r == NR_REGIONS || (r >= R_VDEV0 && r <= R_VIO && !fab.vio_size)) {
-		snprintf(out, size, "err no region '%s' to poke", argv[1]);
+	if (!parse_word(argv, "poke", &r, &at, &word, out, size))
 		return;
-	}
-	region_bounds(r, &off, &len);
-	if (!parse_seed(argv[2], &at) || at % 4 || at >= len || len - at < 4) {
-		snprintf(out, size, "err OFFSET must be a multiple of 4 below 0x%llx",
-			 (unsigned long long)len);
-		return;
-	}
 	if (!parse_seed(argv[3], &val) || val > UINT32_MAX) {
 		snprintf(out, size, "err VALUE must be a 32-bit number");
 		return;
 	}
-	if (map_window() < 0) {
-		snprintf(out, size, "err cannot map the window: %s", strerror(errno));
+	if (!mapped(out, size))
 		return;
-	}
-	w = (uint32_t *)(fab.win + off + at);
+	w = (uint32_t *)(fab.win + word);
 	old = le32toh(__atomic_exchange_n(w, htole32((uint32_t)val), __ATOMIC_RELAXED));
 	snprintf(out, size, "ok poke %s+0x%llx old=0x%08x new=0x%08x", region_name[r],
 		 (unsigned long long)at, old, (uint32_t)val);
@@ -1511,16 +1583,10 @@ static void cmd_scribble(int argc, char **argv, char *out, size_t size)
 	uint64_t rate, ms, seed = 0, off, len;
 	struct scribbler *s;
 	unsigned int i, r, m;
-	int tfd, a;
+	int tfd, a, slot;
 
 	if (argc == 2 && !strcmp(argv[1], "stop")) {
-		for (i = 0, r = 0; i < MAX_SCRIBBLERS; i++) {
-			if (fab.scr[i].active) {
-				scribble_stop(i, "stopped");
-				r++;
-			}
-		}
-		snprintf(out, size, "ok scribble stopped=%u", r);
+		snprintf(out, size, "ok scribble stopped=%u", scribbles_stop(false));
 		return;
 	}
 	if (argc < 4 || argc > 6) {
@@ -1539,14 +1605,8 @@ static void cmd_scribble(int argc, char **argv, char *out, size_t size)
 		snprintf(out, size, "err no virtio regions (-V) to scribble");
 		return;
 	}
-	if (!parse_uint(argv[2], MAX_SCRIBBLE_RATE, &rate) || !rate) {
-		snprintf(out, size, "err RATE must be 1..%d writes/s", MAX_SCRIBBLE_RATE);
+	if (!parse_rate_seconds(argv[2], argv[3], &rate, &ms, out, size))
 		return;
-	}
-	if (!parse_ms(argv[3], MAX_SCRIBBLE_MS, &ms) || !ms) {
-		snprintf(out, size, "err SECONDS must be 0.001..%d", MAX_SCRIBBLE_MS / 1000);
-		return;
-	}
 	for (a = 4; a < argc; a++) {
 		for (m = 0; m < SCR_COUNT && strcmp(argv[a], mode_name[m]); m++)
 			;
@@ -1565,26 +1625,16 @@ static void cmd_scribble(int argc, char **argv, char *out, size_t size)
 		snprintf(out, size, "err region %s is empty on this window", region_name[r]);
 		return;
 	}
-	if (map_window() < 0) {
-		snprintf(out, size, "err cannot map the window: %s", strerror(errno));
+	if (!mapped(out, size))
 		return;
-	}
 	/* A new scribble of a region replaces the one running there. */
 	for (i = 0; i < MAX_SCRIBBLERS; i++)
 		if (fab.scr[i].active && fab.scr[i].region == r)
 			scribble_stop(i, "replaced");
-	for (i = 0; i < MAX_SCRIBBLERS && fab.scr[i].active; i++)
-		;
-	if (i == MAX_SCRIBBLERS) {
-		snprintf(out, size, "err busy: %d scribbles are running", MAX_SCRIBBLERS);
+	slot = scribbler_get(&tfd, out, size);
+	if (slot < 0)
 		return;
-	}
-	tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (tfd < 0) {
-		snprintf(out, size, "err timerfd: %s", strerror(errno));
-		return;
-	}
-	s = &fab.scr[i];
+	s = &fab.scr[slot];
 	*s = (struct scribbler){
 		.active = true,
 		.tfd = tfd,
@@ -1620,15 +1670,17 @@ static __attribute__((noreturn)) void storm_child(uint32_t *w, uint64_t rate,
 	uint64_t start = now_ns(), done = 0, due, now, next;
 	struct timespec ts;
 	unsigned int k;
+	uint32_t v;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	prctl(PR_SET_TIMERSLACK, 1UL);
+	/* the count is ours from here: kept, not read back from the window */
+	v = le32toh(__atomic_load_n(w, __ATOMIC_RELAXED));
 	while (rate >= MAX_SCRIBBLE_RATE) {
 		if (now_ns() >= end)
 			_exit(0);
 		for (k = 0; k < 4096; k++)
-			__atomic_store_n(w, htole32(le32toh(__atomic_load_n(w, __ATOMIC_RELAXED)) + 1),
-					 __ATOMIC_RELEASE);
+			__atomic_store_n(w, htole32(++v), __ATOMIC_RELEASE);
 	}
 	for (;;) {
 		now = now_ns();
@@ -1636,8 +1688,7 @@ static __attribute__((noreturn)) void storm_child(uint32_t *w, uint64_t rate,
 			_exit(0);
 		due = rate * ((now - start) / 1000) / 1000000;
 		for (k = 0; done < due && k < 64; k++, done++)
-			__atomic_store_n(w, htole32(le32toh(__atomic_load_n(w, __ATOMIC_RELAXED)) + 1),
-					 __ATOMIC_RELEASE);
+			__atomic_store_n(w, htole32(++v), __ATOMIC_RELEASE);
 		done = due > done ? due : done;
 		next = start + (done + 1) * 1000000000ULL / rate;
 		if (next > now) {
@@ -1656,62 +1707,28 @@ static __attribute__((noreturn)) void storm_child(uint32_t *w, uint64_t rate,
  */
 static void cmd_storm(int argc, char **argv, char *out, size_t size)
 {
-	uint64_t at, rate, ms, off, len;
+	uint64_t at, rate, ms, word;
 	struct scribbler *s;
-	unsigned int i, r;
+	unsigned int r;
+	int tfd, slot;
 	pid_t pid;
-	int tfd;
 
 	if (argc == 2 && !strcmp(argv[1], "stop")) {
-		for (i = 0, r = 0; i < MAX_SCRIBBLERS; i++) {
-			if (fab.scr[i].active && fab.scr[i].mode == SCR_COUNT) {
-				scribble_stop(i, "stopped");
-				r++;
-			}
-		}
-		snprintf(out, size, "ok storm stopped=%u", r);
+		snprintf(out, size, "ok storm stopped=%u", scribbles_stop(true));
 		return;
 	}
 	if (argc != 5) {
 		snprintf(out, size, "err " STORM_USAGE);
 		return;
 	}
-	for (r = 0; r < NR_REGIONS && strcmp(argv[1], region_name[r]); r++)
-		;
-	if (r == NR_REGIONS || (r >= R_VDEV0 && r <= R_VIO && !fab.vio_size)) {
-		snprintf(out, size, "err no region '%s' to storm", argv[1]);
+	if (!parse_word(argv, "storm", &r, &at, &word, out, size) ||
+	    !parse_rate_seconds(argv[3], argv[4], &rate, &ms, out, size) ||
+	    !mapped(out, size))
 		return;
-	}
-	region_bounds(r, &off, &len);
-	if (!parse_seed(argv[2], &at) || at % 4 || at >= len || len - at < 4) {
-		snprintf(out, size, "err OFFSET must be a multiple of 4 below 0x%llx",
-			 (unsigned long long)len);
+	slot = scribbler_get(&tfd, out, size);
+	if (slot < 0)
 		return;
-	}
-	if (!parse_uint(argv[3], MAX_SCRIBBLE_RATE, &rate) || !rate) {
-		snprintf(out, size, "err RATE must be 1..%d writes/s", MAX_SCRIBBLE_RATE);
-		return;
-	}
-	if (!parse_ms(argv[4], MAX_SCRIBBLE_MS, &ms) || !ms) {
-		snprintf(out, size, "err SECONDS must be 0.001..%d", MAX_SCRIBBLE_MS / 1000);
-		return;
-	}
-	if (map_window() < 0) {
-		snprintf(out, size, "err cannot map the window: %s", strerror(errno));
-		return;
-	}
-	for (i = 0; i < MAX_SCRIBBLERS && fab.scr[i].active; i++)
-		;
-	if (i == MAX_SCRIBBLERS) {
-		snprintf(out, size, "err busy: %d scribbles are running", MAX_SCRIBBLERS);
-		return;
-	}
-	tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (tfd < 0) {
-		snprintf(out, size, "err timerfd: %s", strerror(errno));
-		return;
-	}
-	s = &fab.scr[i];
+	s = &fab.scr[slot];
 	*s = (struct scribbler){
 		.tfd = tfd,
 		.region = r,
@@ -1719,7 +1736,7 @@ static void cmd_storm(int argc, char **argv, char *out, size_t size)
 		.rate = rate,
 		.dur_ms = ms,
 		.start_ns = now_ns(),
-		.off = off + at,
+		.off = word,
 		.len = 4,
 	};
 	pid = fork();

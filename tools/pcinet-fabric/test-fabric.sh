@@ -269,6 +269,27 @@ poke_word() {
 	[[ $r == "err VALUE must be"* ]]
 }
 check "poke: one word set, its former value answered; bad offset, value refused" poke_word
+storm_word() {
+	local r n
+	"$CLIENT" -c "$T/vctl" "poke vdrv0 8 0" >/dev/null || return 1
+	r=$("$CLIENT" -c "$T/vctl" "storm vdrv0 8 1000 0.2")
+	[[ $r == "ok storm vdrv0+0x8 rate=1000 seconds=0.200" ]] || return 1
+	sleep 0.5
+	# the count is the storm's alone: about 200 writes, then it stopped
+	r=$("$CLIENT" -c "$T/vctl" "poke vdrv0 8 0")
+	n=${r#*old=}
+	n=$((${n%% *}))
+	((n >= 100 && n <= 201)) || return 1
+	r=$("$CLIENT" -c "$T/vctl" "storm vdrv0 6 1000 1")
+	[[ $r == "err OFFSET must be"* ]] || return 1
+	r=$("$CLIENT" -c "$T/vctl" "storm vdrv0 8 0 1")
+	[[ $r == "err RATE must be"* ]] || return 1
+	r=$("$CLIENT" -c "$T/vctl" "storm vdrv0 8 1000 30")
+	[[ $r == "ok storm "* ]] || return 1
+	r=$("$CLIENT" -c "$T/vctl" "storm stop")
+	[[ $r == "ok storm stopped=1" ]]
+}
+check "storm: one word counted at RATE for SECONDS, then left alone; stop; bad offset, rate refused" storm_word
 kill -TERM $FP
 wait $FP
 

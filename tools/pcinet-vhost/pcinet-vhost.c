@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -113,6 +114,7 @@ struct pv_dev {
 	char name[16];		/* "blk0", "fs0": the log's prefix */
 	char path[PV_PATH_LEN];	/* image or directory */
 	char tag[FS_TAG_LEN + 1];
+	int img_fd;		/* blk: the image, opened once (img_open()) */
 	char sock[128];
 	pid_t pid;
 	enum pv_state state;
@@ -213,10 +215,18 @@ static void be_exec(const struct pv_dev *d)
 	char img[1024], blockdev[1200], export[256], src[1100];
 
 	if (d->kind == PV_BLK) {
-		opt_escape(img, sizeof(img), d->path);
+		/*
+		 * The image we opened when the device was added, not its
+		 * path again: whatever IMAGE names by now (a symlink swapped
+		 * in by someone who can write its directory), every back end
+		 * of this device serves the same file.  /proc/self/fd/N
+		 * opens the file the inherited descriptor holds.
+		 */
+		if (fcntl(d->img_fd, F_SETFD, 0) < 0)
+			_exit(127);
 		snprintf(blockdev, sizeof(blockdev),
-			 "driver=file,node-name=%s,filename=%s,cache.direct=off",
-			 d->name, img);
+			 "driver=file,node-name=%s,filename=/proc/self/fd/%d,cache.direct=off",
+			 d->name, d->img_fd);
 		snprintf(export, sizeof(export),
 			 "type=vhost-user-blk,id=%s,node-name=%s,addr.type=unix,addr.path=%s,writable=on",
 			 d->name, d->name, d->sock);
@@ -543,17 +553,62 @@ fail:
 /* ----- the driver's session ----- */
 
 /*
- * The used ring's idx of queue @q, as the back end last wrote it (only
- * the index is read: no entry behind it, so no barrier pairs with the
- * back end's before its store of idx).  The ring is inside the drv span
- * (checked by rings_start() before the ring ran).
+ * Our own touches of a device's spans: the used rings' idx read in a
+ * drain, the used rings zeroed at DRIVER_OK.  The spans are the kernel's
+ * memory file, whose pages are revoked when the link goes (the PCI
+ * device unbound on this side): a touch then faults SIGBUS, which can
+ * come before the loop sees the control file's hang-up.  So each touch
+ * runs guarded: map_sigbus() jumps back into it, and it answers -EFAULT
+ * (the caller drops the back end; link_gone() follows from the loop).
+ * A SIGBUS anywhere else is not ours to hide: the default action again,
+ * and the fault repeats when the handler returns.  The signal fences
+ * keep the compiler from moving the touch out of the guarded stretch.
  */
-static uint16_t used_idx(const struct pv_dev *d, unsigned int q)
+static sigjmp_buf map_jmp;
+static int map_guarded;	/* __atomic: shared with map_sigbus() */
+
+static void map_sigbus(int sig)
 {
-	const uint16_t *idx = (const uint16_t *)(d->drv_map +
+	if (__atomic_load_n(&map_guarded, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&map_guarded, 0, __ATOMIC_RELAXED);
+		siglongjmp(map_jmp, 1);
+	}
+	signal(sig, SIG_DFL);
+}
+
+/*
+ * The used ring's idx of queue @q, as the back end last wrote it, into
+ * @idx (only the index is read: no entry behind it, so no barrier pairs
+ * with the back end's before its store of idx).  The ring is inside the
+ * drv span (checked by rings_start() before the ring ran).  -EFAULT: the
+ * span is gone.
+ */
+static int used_idx(const struct pv_dev *d, unsigned int q, uint16_t *idx)
+{
+	const uint16_t *p = (const uint16_t *)(d->drv_map +
 		(d->dev.vq[q].used_off - d->dev.drv_span_off) + 2);
 
-	return le16toh(__atomic_load_n(idx, __ATOMIC_RELAXED));
+	if (sigsetjmp(map_jmp, 1))
+		return -EFAULT;
+	__atomic_store_n(&map_guarded, 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	*idx = le16toh(__atomic_load_n(p, __ATOMIC_RELAXED));
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&map_guarded, 0, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* @len bytes of a span zeroed at @p; -EFAULT: the span is gone. */
+static int span_zero(uint8_t *p, size_t len)
+{
+	if (sigsetjmp(map_jmp, 1))
+		return -EFAULT;
+	__atomic_store_n(&map_guarded, 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	memset(p, 0, len);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&map_guarded, 0, __ATOMIC_RELAXED);
+	return 0;
 }
 
 /*
@@ -573,19 +628,24 @@ static uint16_t used_idx(const struct pv_dev *d, unsigned int q)
  * Returns 0 (all completed), -EAGAIN (some left, before the deadline),
  * -ETIMEDOUT (some left at d->drain_end), -EIO if the counts make no
  * sense (the used ring is in the window: the board may have written it;
- * or the back end lies): the caller then kills the back end
- * (be_abandon()), whose requests die with it.
+ * or the back end lies), -EFAULT if the span is gone (the link went):
+ * the caller then kills the back end (be_abandon()), whose requests die
+ * with it.
  */
 static int drain_poll(struct pv_dev *d)
 {
 	unsigned int q, left = 0;
-	uint16_t l;
+	uint16_t l, u;
 
 	for (q = 0; q < d->nr_vq; q++) {
-		l = (uint16_t)d->base[q] - used_idx(d, q);
+		if (used_idx(d, q, &u)) {
+			pv_log(d, "queue %u: the used ring is gone (the link?)", q);
+			return -EFAULT;
+		}
+		l = (uint16_t)d->base[q] - u;
 		if (l > d->num[q]) {
 			pv_log(d, "queue %u: %u taken, used idx %u: the used ring makes no sense",
-			       q, d->base[q], used_idx(d, q));
+			       q, d->base[q], u);
 			return -EIO;
 		}
 		left += l;
@@ -621,6 +681,7 @@ static int drain_start(struct pv_dev *d)
 	uint64_t t0 = now_ms(), end = t0 + PV_STOP_MS, now;
 	unsigned int q, left = 0;
 	int err = 0;
+	uint16_t u;
 
 	d->feat_ok = false;
 	if (!d->running)
@@ -634,7 +695,9 @@ static int drain_start(struct pv_dev *d)
 		vu_timeout(d, end - now);
 		err = vu_stop_vring(&d->vu, q, &d->base[q]);
 		if (!err)
-			left += (uint16_t)d->base[q] - used_idx(d, q);
+			err = used_idx(d, q, &u);
+		if (!err)
+			left += (uint16_t)d->base[q] - u;
 	}
 	vu_timeout(d, PV_TIMEOUT_MS);
 	if (err) {
@@ -652,7 +715,8 @@ static int drain_start(struct pv_dev *d)
 		return -EINPROGRESS;
 	}
 	if (err) {
-		be_abandon(d, "its rings hold requests");
+		be_abandon(d, err == -EFAULT ? "its memory is gone" :
+			   "its rings hold requests");
 		return 0;
 	}
 	pv_log(d, "rings stopped");
@@ -688,8 +752,10 @@ static int rings_start(struct pv_dev *d, const struct pcinet_vhost_drv *s)
 	}
 	for (q = 0; q < d->nr_vq; q++) {
 		num = s->vq[q].num;
-		memset(d->drv_map + (v->vq[q].used_off - v->drv_span_off), 0,
-		       USED_BYTES);
+		err = span_zero(d->drv_map + (v->vq[q].used_off - v->drv_span_off),
+				USED_BYTES);
+		if (err)
+			return err;
 		c = (struct vu_vring_cfg){
 			.num = num,
 			.desc_gpa = v->vq[q].desc_off,
@@ -798,7 +864,8 @@ static void drv_step(struct pv_dev *d)
 			return;
 		d->draining = false;
 		if (err)
-			be_abandon(d, "its rings hold requests");
+			be_abandon(d, err == -EFAULT ? "its memory is gone" :
+				   "its rings hold requests");
 		else
 			pv_log(d, "rings stopped: the back end completed them in %llu ms",
 			       (unsigned long long)(now_ms() - d->drain_t0));
@@ -1020,16 +1087,42 @@ static unsigned int dev_count(void)
 	return n;
 }
 
+/*
+ * The image of a --blk device, opened once, read-write, not through a
+ * symlink (O_NOFOLLOW), a regular file or a block device: the fd, or -1
+ * (@why says why).  Its back ends inherit it (be_exec()).
+ */
+static int img_open(const char *path, char *why, size_t len)
+{
+	struct stat st;
+	int fd;
+
+	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(why, len, "%s: %s", path, errno == ELOOP ?
+			 "a symlink (name the image itself)" : strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) || !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))) {
+		snprintf(why, len, "%s: not a regular file or a block device", path);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* Whether @s can be served: the image read-write, the directory there. */
 static int spec_check(const struct pv_spec *s, char *why, size_t len)
 {
 	struct stat st;
 
+	int fd;
+
 	if (s->kind == PV_BLK) {
-		if (access(s->path, R_OK | W_OK)) {
-			snprintf(why, len, "%s: %s", s->path, strerror(errno));
+		fd = img_open(s->path, why, len);
+		if (fd < 0)
 			return -1;
-		}
+		close(fd);
 		return 0;
 	}
 	if (stat(s->path, &st) || !S_ISDIR(st.st_mode)) {
@@ -1075,21 +1168,32 @@ static struct pv_dev *dev_clash(const struct pv_spec *s)
 
 /*
  * A new device in a free entry of G.dev, named after the lowest free
- * number of its kind (its socket too).  It starts at the next
- * dev_step().  NULL: all PV_MAX_DEV entries taken.
+ * number of its kind (its socket too), its image opened.  It starts at
+ * the next dev_step().  NULL: all PV_MAX_DEV entries taken, or the
+ * image did not open (@why says which).
  */
-static struct pv_dev *dev_add(const struct pv_spec *s, bool from_cfg)
+static struct pv_dev *dev_add(const struct pv_spec *s, bool from_cfg,
+			      char *why, size_t len)
 {
 	char name[sizeof(G.dev[0].name)], dir[sizeof(G.dir)];
 	const char *kind = s->kind == PV_BLK ? "blk" : "fs";
 	struct pv_dev *d = NULL;
 	unsigned int i, n, q;
 
+	int img_fd = -1;
+
 	for (i = 0; i < PV_MAX_DEV && !d; i++)
 		if (!G.dev[i].live)
 			d = &G.dev[i];
-	if (!d)
+	if (!d) {
+		snprintf(why, len, "more than %u devices", PV_MAX_DEV);
 		return NULL;
+	}
+	if (s->kind == PV_BLK) {
+		img_fd = img_open(s->path, why, len);
+		if (img_fd < 0)
+			return NULL;
+	}
 	/* at most PV_MAX_DEV live devices: a free number below that */
 	for (n = 0; n < PV_MAX_DEV; n++) {
 		snprintf(name, sizeof(name), "%s%u", kind, n);
@@ -1106,6 +1210,7 @@ static struct pv_dev *dev_add(const struct pv_spec *s, bool from_cfg)
 	memcpy(d->name, name, sizeof(d->name));
 	memcpy(d->path, s->path, sizeof(d->path));
 	memcpy(d->tag, s->tag, sizeof(d->tag));
+	d->img_fd = img_fd;
 	/* a copy: the compiler cannot tell G's members apart */
 	memcpy(dir, G.dir, sizeof(dir));
 	snprintf(d->sock, sizeof(d->sock), "%s/%s.sock", dir, name);
@@ -1139,6 +1244,7 @@ static void dev_remove(struct pv_dev *d, const char *why)
 	offer_drop(d, true);
 	be_kill(d);
 	unlink(d->sock);
+	close_fd(&d->img_fd);
 	d->live = false;
 	if (why)
 		pv_log(d, "removed");
@@ -1173,9 +1279,8 @@ static void arg_dev(enum pv_kind kind, const char *arg)
 		fprintf(stderr, "pcinet-vhost: %s given twice\n", arg);
 		exit(1);
 	}
-	if (!dev_add(&s, false)) {
-		fprintf(stderr, "pcinet-vhost: more than %u devices\n",
-			PV_MAX_DEV);
+	if (!dev_add(&s, false, why, sizeof(why))) {
+		fprintf(stderr, "pcinet-vhost: %s\n", why);
 		exit(1);
 	}
 }
@@ -1301,6 +1406,7 @@ static int cfg_read(struct pv_spec *set, unsigned int *bad)
 static void cfg_reload(bool strict)
 {
 	struct pv_spec set[PV_MAX_DEV + 1];
+	char why[PV_PATH_LEN + 64];
 	unsigned int i, j, bad;
 	struct pv_dev *d;
 	int n;
@@ -1334,9 +1440,9 @@ static void cfg_reload(bool strict)
 			bad++;
 			continue;
 		}
-		if (!dev_add(&set[j], true)) {
-			pv_log(NULL, "%s %s skipped: every slot taken",
-			       set[j].kind == PV_BLK ? "blk" : "fs", set[j].path);
+		if (!dev_add(&set[j], true, why, sizeof(why))) {
+			pv_log(NULL, "%s %s skipped: %s",
+			       set[j].kind == PV_BLK ? "blk" : "fs", set[j].path, why);
 			bad++;
 		}
 	}
@@ -1414,6 +1520,7 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGBUS, map_sigbus);
 	G.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (G.sigfd < 0) {
 		perror("pcinet-vhost: signalfd");
