@@ -1186,7 +1186,7 @@ static struct pv_dev *dev_add(const struct pv_spec *s, bool from_cfg,
 		if (!G.dev[i].live)
 			d = &G.dev[i];
 	if (!d) {
-		snprintf(why, len, "more than %u devices", PV_MAX_DEV);
+		snprintf(why, len, "every slot taken (more than %u devices)", PV_MAX_DEV);
 		return NULL;
 	}
 	if (s->kind == PV_BLK) {

@@ -42,13 +42,21 @@ mkdir "$dir/share"
 cfg=$dir/pcinet-vhost.conf
 log=$dir/log
 
-# the back ends running for pcinet-vhost: "kind path" a line, sorted
+# the back ends running for pcinet-vhost: "kind path" a line, sorted (a
+# disk's back end names the image it inherited, /proc/self/fd/N: its path
+# is that descriptor's, read in the back end's /proc)
 backends() {
-	local c
+	local c l
 	for c in $(pgrep -P "$pid"); do
 		{ tr '\0' ' ' </proc/"$c"/cmdline; echo; } |
 			sed -n -e 's/.*filename=\([^,]*\),.*/blk \1/p' \
-			       -e 's/.*-o source=\([^ ]*\) .*/fs \1/p'
+			       -e 's/.*-o source=\([^ ]*\) .*/fs \1/p' |
+			while read -r k l; do
+				case $l in
+				/proc/self/fd/*) l=$(readlink "/proc/$c/fd/${l##*/}") ;;
+				esac
+				echo "$k $l"
+			done
 	done | sort
 }
 
