@@ -858,6 +858,18 @@ static void pcinet_vio_set_status(struct virtio_device *vdev, u8 status)
 	spin_unlock_irqrestore(&dev->lock, flags);
 	pcinet_chan_kick(dev->vio->ch);
 	/*
+	 * FAILED: the driver gave up on the device (its probe failed, on a
+	 * config a scribble may have left).  Registered without a driver it
+	 * would hold the slot for good: unplugged instead, and the slot's
+	 * backoff (it lived less than PCINET_VIO_CALM_MS) plugs it again.
+	 */
+	if (status & VIRTIO_CONFIG_S_FAILED) {
+		dev_warn_ratelimited(pcinet_vio_log_dev(dev->vio),
+				     "virtio slot %u: its driver failed it: unplugging\n",
+				     dev->n);
+		pcinet_vio_kill(dev, PCINET_VIO_ERR_NOMEM);
+	}
+	/*
 	 * DRIVER_OK is posted, as on PCI: the probe ends (virtiofs adds its
 	 * tag: a mount may follow at once) while D starts its rings.  The
 	 * relay reads the used rings only once D answered it (@ring_ok), and
