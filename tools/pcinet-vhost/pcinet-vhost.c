@@ -577,6 +577,25 @@ static void map_sigbus(int sig)
 }
 
 /*
+ * The one guarded touch: the 16-bit word at @p into *@idx, or (@idx NULL)
+ * @len bytes at @p zeroed.  -EFAULT: the span is gone.
+ */
+static int span_touch(void *p, size_t len, uint16_t *idx)
+{
+	if (sigsetjmp(map_jmp, 1))
+		return -EFAULT;
+	__atomic_store_n(&map_guarded, 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (idx)
+		*idx = le16toh(__atomic_load_n((uint16_t *)p, __ATOMIC_RELAXED));
+	else
+		memset(p, 0, len);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&map_guarded, 0, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/*
  * The used ring's idx of queue @q, as the back end last wrote it, into
  * @idx (only the index is read: no entry behind it, so no barrier pairs
  * with the back end's before its store of idx).  The ring is inside the
@@ -585,30 +604,15 @@ static void map_sigbus(int sig)
  */
 static int used_idx(const struct pv_dev *d, unsigned int q, uint16_t *idx)
 {
-	const uint16_t *p = (const uint16_t *)(d->drv_map +
-		(d->dev.vq[q].used_off - d->dev.drv_span_off) + 2);
-
-	if (sigsetjmp(map_jmp, 1))
-		return -EFAULT;
-	__atomic_store_n(&map_guarded, 1, __ATOMIC_RELAXED);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	*idx = le16toh(__atomic_load_n(p, __ATOMIC_RELAXED));
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	__atomic_store_n(&map_guarded, 0, __ATOMIC_RELAXED);
-	return 0;
+	return span_touch(d->drv_map +
+			  (d->dev.vq[q].used_off - d->dev.drv_span_off) + 2,
+			  sizeof(*idx), idx);
 }
 
 /* @len bytes of a span zeroed at @p; -EFAULT: the span is gone. */
 static int span_zero(uint8_t *p, size_t len)
 {
-	if (sigsetjmp(map_jmp, 1))
-		return -EFAULT;
-	__atomic_store_n(&map_guarded, 1, __ATOMIC_RELAXED);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	memset(p, 0, len);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	__atomic_store_n(&map_guarded, 0, __ATOMIC_RELAXED);
-	return 0;
+	return span_touch(p, len, NULL);
 }
 
 /*

@@ -639,6 +639,21 @@ static void pcinet_vio_publish_used(struct pcinet_vio_vq *vq)
 	pcinet_vio_store_release(&vq->pused->idx, cpu_to_le16(vq->pused_idx));
 }
 
+/*
+ * PCINET_VIO_INTR if entries were published since the caller was last
+ * told, once: a call that fails after publishing (a completion reaped,
+ * then a bad used index) leaves them owed, and the next call (the
+ * abort) reports them.  Otherwise the driver never hears of them and
+ * waits for ever (virtio_blk has no timeout).
+ */
+static int pcinet_vio_owed(struct pcinet_vio_vq *vq)
+{
+	if (vq->pused_idx == vq->told_used)
+		return 0;
+	vq->told_used = vq->pused_idx;
+	return PCINET_VIO_INTR;
+}
+
 /* Complete @head with an error, in private memory only. */
 static void pcinet_vio_abort_one(struct pcinet_vio_vq *vq, u16 head)
 {
@@ -729,8 +744,8 @@ wait:
  * device is dead, every head is completed with an error and the window is
  * not touched.
  *
- * Return: PCINET_VIO_KICK and/or PCINET_VIO_INTR, or -PCINET_VIO_EPROTO
- * if the private ring is impossible (an index ahead by more than the
+ * Return: PCINET_VIO_KICK and/or PCINET_VIO_INTR (entries published since
+ * the last report), or -PCINET_VIO_EPROTO if the private ring is impossible (an index ahead by more than the
  * ring, a head out of range or already in flight): the caller kills the
  * device and aborts.
  */
@@ -762,10 +777,10 @@ int pcinet_vio_submit(struct pcinet_vio_vq *vq)
 			break;
 		vq->last_avail++;
 	}
-	if (vq->pused_idx != old_used) {
+	if (vq->pused_idx != old_used)
 		pcinet_vio_publish_used(vq);
-		intr = PCINET_VIO_INTR;
-	}
+	if (ret >= 0)
+		intr = pcinet_vio_owed(vq);
 	if (rl->dead || vq->davail_idx == vq->kick_base)
 		return ret < 0 ? ret : intr;
 	/* R1: pairs with the back end's read barrier after avail->idx */
@@ -844,7 +859,8 @@ static int pcinet_vio_reap(struct pcinet_vio_vq *vq, u16 idx)
  * (space was freed).
  *
  * Return: PCINET_VIO_INTR if requests were completed, 0 if none, or
- * -PCINET_VIO_EPROTO (the device is then dead).
+ * -PCINET_VIO_EPROTO (the device is then dead; what was completed before
+ * the error is published, and the caller's pcinet_vio_abort() reports it).
  */
 int pcinet_vio_complete(struct pcinet_vio_vq *vq)
 {
@@ -882,10 +898,10 @@ int pcinet_vio_complete(struct pcinet_vio_vq *vq)
 	if (vq->pused_idx != old_used)
 		pcinet_vio_publish_used(vq);
 	if (err) {
-		rl->dead = true;
+		rl->dead = true;	/* what it published is owed */
 		return -PCINET_VIO_EPROTO;
 	}
-	return vq->pused_idx != old_used ? PCINET_VIO_INTR : 0;
+	return pcinet_vio_owed(vq);
 }
 
 /**
@@ -900,14 +916,14 @@ int pcinet_vio_complete(struct pcinet_vio_vq *vq)
  * every queue of a dead device, again on every later notify (or run
  * pcinet_vio_submit(), which aborts on a dead device too).
  *
- * Return: PCINET_VIO_INTR if anything was completed, 0 otherwise, or
+ * Return: PCINET_VIO_INTR if anything was completed (by this call, or
+ * by an earlier one that failed after completing), 0 otherwise, or
  * -PCINET_VIO_EPROTO if the private avail ring is impossible (what could
  * be completed was).
  */
 int pcinet_vio_abort(struct pcinet_vio_vq *vq)
 {
 	u16 old_used = vq->pused_idx, head;
-	int ret;
 
 	vq->relay->dead = true;
 	for (head = 0; head < vq->num; head++) {
@@ -919,8 +935,6 @@ int pcinet_vio_abort(struct pcinet_vio_vq *vq)
 	}
 	if (vq->pused_idx != old_used)
 		pcinet_vio_publish_used(vq);
-	ret = pcinet_vio_submit(vq);
-	if (ret < 0)
-		return ret;
-	return vq->pused_idx != old_used ? PCINET_VIO_INTR : 0;
+	/* reports what this and any failed call before published */
+	return pcinet_vio_submit(vq);
 }

@@ -304,6 +304,7 @@ struct pcinet_vio_req {
  * @req: per head, what is in flight (caller's memory, @num entries)
  * @last_avail: next private avail entry to relay
  * @pused_idx: private used index (published by R6)
+ * @told_used: @pused_idx as last reported with PCINET_VIO_INTR
  * @davail_idx: device avail index (published by R1)
  * @kick_base: device avail index at the last kick decision
  * @last_used: next device used entry to consume
@@ -323,6 +324,7 @@ struct pcinet_vio_vq {
 	struct pcinet_vio_req *req;
 	u16 last_avail;
 	u16 pused_idx;
+	u16 told_used;
 	u16 davail_idx;
 	u16 kick_base;
 	u16 last_used;

@@ -54,8 +54,12 @@ typedef uint64_t __le64;
  * definition per program, whichever files include this.
  */
 __attribute__((weak)) unsigned long pcinet_user_mb_count;
+/* Run at each full barrier if set: a test's other side acting there. */
+__attribute__((weak)) void (*pcinet_user_mb_hook)(void);
 #define virt_mb()	do {						\
 	pcinet_user_mb_count++;						\
+	if (pcinet_user_mb_hook)					\
+		pcinet_user_mb_hook();					\
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);			\
 } while (0)
 

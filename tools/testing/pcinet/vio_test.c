@@ -1083,6 +1083,51 @@ static int t_event_idx(void)
 	return 0;
 }
 
+/*
+ * A device that scribbles its used index while complete() looks again
+ * (EVENT_IDX, R4): the two requests in flight were reaped, then the index
+ * reads ahead.  complete() fails, and what it had completed is still
+ * reported by the abort: the driver is told of every completion (a lost
+ * one waits for ever: virtio_blk has no timeout).
+ */
+static struct fx *owed_fx;
+
+static void owed_scribble(void)
+{
+	pcinet_user_mb_hook = NULL;
+	dused(owed_fx)->idx = owed_fx->dused_idx + 5;
+}
+
+static int t_owed(void)
+{
+	u32 lens[2] = { 16, 1 };
+	struct fx f;
+	int r;
+
+	if (fx_init(&f, 8, 64 * 1024, 64 * 1024, true, true))
+		return -1;
+	drv_add(&f, lens, 1, 1, false);
+	drv_add(&f, lens, 1, 1, false);
+	pcinet_vio_submit(&f.vq);
+	dev_take(&f);
+	CHECK(!dev_complete(&f, 2), "%s", fail_msg);
+	owed_fx = &f;
+	pcinet_user_mb_hook = owed_scribble;
+	r = pcinet_vio_complete(&f.vq);
+	pcinet_user_mb_hook = NULL;
+	CHECK(r == EPROTO_RET && f.vq.stats.completed == 2 &&
+	      f.vq.stats.err_idx == 1, "complete %d, %llu completed", r,
+	      (unsigned long long)f.vq.stats.completed);
+	r = pcinet_vio_abort(&f.vq);
+	CHECK(r == PCINET_VIO_INTR, "abort %d: the two completions untold", r);
+	CHECK(pcinet_vio_abort(&f.vq) == 0, "told twice");
+	drv_reap(&f);
+	CHECK(f.done == 2 && !f.errors_seen, "done %llu errors %llu",
+	      (unsigned long long)f.done, (unsigned long long)f.errors_seen);
+	fx_free(&f);
+	return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* The grace of a soft signal (pcinet_grace.c)                         */
 /* ------------------------------------------------------------------ */
@@ -1188,6 +1233,7 @@ static const struct {
 	{ "vio relay: hostile used ring (idx, id, dup, len), abort", t_hostile },
 	{ "vio relay: random used garbage, abort returns everything", t_fuzz },
 	{ "vio relay: EVENT_IDX kicks and used_event", t_event_idx },
+	{ "vio relay: completions before a failed complete() told by the abort", t_owed },
 	{ "vio relay: worst-case virtio-blk request fits the pool sizing rule", t_blk_worst },
 	{ "vio relay: abort of virtio-fs requests writes a FUSE error reply", t_abort_fs },
 	{ "grace: one bad look stays, a whole grace goes, flapping never adds up, wraps", t_grace },
