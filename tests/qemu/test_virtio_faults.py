@@ -43,6 +43,11 @@ Cases:
                       does): the board unplugs (ratelimited message, no
                       splat), the device side offers again, /dev/vda is
                       back with its data
+  virtio-probe-fails  virtio-blk's first offer with blk_size 3
+                      (--blk-fault=bad-size-once): virtio_blk's probe
+                      fails the device, the board unplugs it, the next
+                      (honest) offer is probed: /dev/vda back by itself,
+                      a pattern reads back equal
   virtio-bad-config   virtio-blk's config with wce 2 (--blk-fault=bad-wce),
                       a value virtio_blk turns into an index with a BUG_ON:
                       the board reads "write back", no splat
@@ -621,6 +626,34 @@ def _(t):
         h.expect(unplugs(t) > unplugs0, 'no unplug')
         wait_vda(t, why=' after the stale entry')
         check_pattern(t, peer, pat, 'after the stale entry')
+        peer.expect_alive()
+        h.unload(t.a, 10)
+    finally:
+        peer.close()
+
+
+@h.case('virtio-probe-fails', fresh=True)
+def _(t):
+    """A first offer whose config virtio_blk's probe refuses (blk_size 3):
+    the driver fails the device; the board unplugs it, the device side
+    offers again, and the honest offer is probed: /dev/vda by itself."""
+    need_stage2()
+    peer = BlkPeer(t, IMG_MIB)
+    try:
+        mark = peer_start(peer, '--blk-fault=bad-size-once')
+        h.load(t.a)
+        peer.wait_log('first offer with blk_size 3', 15, mark)
+        t.a.wait_until('dmesg | grep -qE "probe (with driver virtio_blk|'
+                       'of virtio[0-9]+) failed"', 20,
+                       what='the probe refusing blk_size 3',
+                       show='dmesg | grep -i virtio | tail -n 8')
+        # before: registered with no driver, holding the slot for good
+        wait_vda(t, why=' after the failed probe')
+        h.expect(t.a.sh('dmesg | grep -q "its driver failed it"')[0] == 0,
+                 'no unplug of the failed device:\n'
+                 + t.a.run('dmesg | grep -i virtio | tail -n 8'))
+        pat = write_pattern(t, PAT_OFF, PAT_MIB)
+        check_pattern(t, peer, pat, 'after the failed probe')
         peer.expect_alive()
         h.unload(t.a, 10)
     finally:

@@ -1604,7 +1604,7 @@ static __noreturn void print_usage(int status)
 		"                   [--hostile=SECS[:RATE[:AFTER]]]\n"
 		"                   [--hostile-kind=garbage|records|all]\n"
 		"                   [--blk IMAGE] [--fs DIR:TAG]\n"
-		"                   [--blk-fault=no-feature|stale-used|bad-wce|id=N] [-v]\n"
+		"                   [--blk-fault=no-feature|stale-used|bad-wce|bad-size-once|id=N] [-v]\n"
 		"  -S SOCKET        the fabric's (ivshmem server's) unix socket\n"
 		"  -i IFNAME        TAP interface name (default pcinet%%d)\n"
 		"  -l PTY_LINK      symlink to the tty channel's pty\n"
@@ -1632,11 +1632,12 @@ static __noreturn void print_usage(int status)
 		"                   (1-36 of [A-Za-z0-9._-]); /usr/lib/qemu/virtiofsd,\n"
 		"                   or $PCINET_VIRTIOFSD, is the back end, with\n"
 		"                   -o sandbox=$PCINET_VIRTIOFSD_SANDBOX (namespace)\n"
-		"  --blk-fault=no-feature|stale-used|bad-wce|id=N\n"
+		"  --blk-fault=no-feature|stale-used|bad-wce|bad-size-once|id=N\n"
 		"                   a broken device side, for fault tests: offer the\n"
 		"                   device without PCINET_F_VIRTIO, put one stale\n"
 		"                   used entry into the second session's used ring,\n"
-		"                   or publish virtio-blk's wce as 2; id=N: offer\n"
+		"                   or publish virtio-blk's wce as 2, or its\n"
+		"                   blk_size as 3 in the first offer; id=N: offer\n"
 		"                   the --fs device as device ID N\n",
 		PCINET_PEER_TIMEOUT_MS);
 	exit(status);

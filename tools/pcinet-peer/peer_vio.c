@@ -68,6 +68,7 @@
 #define VIRTIO_ID_FS		26
 #define F_RING			(F_VERSION_1 | F_INDIRECT_DESC | F_EVENT_IDX)
 /* virtio_blk_config: wce at 32, the one byte a driver writes */
+#define BLK_CFG_BLK_SIZE	20
 #define BLK_CFG_WCE		32
 #define BLK_CFG_LEN		VIO_BLK_CFG_LEN
 /* virtio_fs_config: tag[36], then num_request_queues (le32) */
@@ -262,6 +263,7 @@ static struct {
 	bool hide_feature;		/* no PCINET_F_VIRTIO, offer anyway */
 	bool stale_used;		/* one stale used entry (rings_start()) */
 	bool bad_wce;			/* virtio-blk's wce published as 2 */
+	bool bad_size_once;		/* blk_size 3 in the disk's first offer */
 	u32 fs_as_id;			/* virtio-fs offered as this ID; 0: no */
 
 	u64 rings;			/* doorbells we rang (ring_board()) */
@@ -368,6 +370,10 @@ bool pvio_enabled(void)
  *	request of this session made (id num - 1), as a back end that
  *	completes a request after the reset was answered would (the peer
  *	must refuse it: an unplug, then a new offer);
+ *  bad-size-once: virtio-blk's first offer with blk_size 3 (BLK_SIZE
+ *	offered), a size virtio_blk's probe refuses; the offers after it
+ *	honest (the peer must unplug the device its driver failed, so that
+ *	the next offer is probed: /dev/vda comes back by itself);
  *  bad-wce: virtio-blk's config published with wce 2, a value no device
  *	has (the peer must not pass it to virtio_blk, which BUG()s on it);
  *  id=N: the virtio-fs device (--fs) offered with device ID N instead, as
@@ -391,6 +397,8 @@ bool pvio_fault(const char *kind)
 		V.stale_used = true;
 	} else if (!strcmp(kind, "bad-wce")) {
 		V.bad_wce = true;
+	} else if (!strcmp(kind, "bad-size-once")) {
+		V.bad_size_once = true;
 	} else {
 		return false;
 	}
@@ -602,6 +610,12 @@ static void publish(struct pv_dev *d, int call_fd)
 		n.vq[q].used_off = cpu_to_le64(d->used_off[q]);
 	}
 	memcpy(n.config, d->config, d->t->config_len);
+	if (V.bad_size_once && d->t->device_id == VIRTIO_ID_BLOCK &&
+	    !d->offers) {
+		put32((__le32 *)(n.config + BLK_CFG_BLK_SIZE), 3);
+		n.features = cpu_to_le64(d->offer | BLK_F_BLK_SIZE);
+		pv_log("virtio-blk: fault: first offer with blk_size 3");
+	}
 	d->desc = n;
 	d->desc.dev_gen = cpu_to_le32(d->dev_gen);
 
