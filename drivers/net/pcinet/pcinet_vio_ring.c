@@ -745,9 +745,9 @@ wait:
  * not touched.
  *
  * Return: PCINET_VIO_KICK and/or PCINET_VIO_INTR (entries published since
- * the last report), or -PCINET_VIO_EPROTO if the private ring is impossible (an index ahead by more than the
- * ring, a head out of range or already in flight): the caller kills the
- * device and aborts.
+ * the last report), or -PCINET_VIO_EPROTO if the private ring is
+ * impossible (an index ahead by more than the ring, a head out of range or
+ * already in flight): the caller kills the device and aborts.
  */
 int pcinet_vio_submit(struct pcinet_vio_vq *vq)
 {
