@@ -2,20 +2,28 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # checkpatch.pl --strict over every kernel source file, pcinet-peer's and
 # pcinet-vhost's (the front end proper and its blk offer), from the
-# linux-source-6.12 package (unpacked once into build/checkpatch).
+# linux-source-6.12 package: the debug kernel's unpacked tree if it is there
+# (scripts/debug-kernel.sh), else its four files unpacked once into
+# $PCINET_CACHE (default /var/cache/pcinet), shared by every checkout.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-dir=$top/build/checkpatch
+cache=${PCINET_CACHE:-/var/cache/pcinet}
+pkgver=$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null || true)
+if [ -z "$pkgver" ]; then
+	echo "checkpatch: linux-source-6.12 is not installed (scripts/setup.sh installs it)" >&2
+	exit 1
+fi
+dir=$cache/debug-kernel/src-${pkgver//[~:]/_}
+[ -f "$dir/.unpacked" ] || dir=$cache/checkpatch-${pkgver//[~:]/_}
 if [ ! -x "$dir/scripts/checkpatch.pl" ]; then
-	tarball=$(ls /usr/src/linux-source-6.12*.tar.xz 2>/dev/null | head -n1 || true)
-	if [ -z "$tarball" ]; then
-		echo "checkpatch: linux-source-6.12 is not installed (scripts/setup.sh installs it)" >&2
-		exit 1
-	fi
-	mkdir -p "$dir"
-	tar -xJf "$tarball" -C "$dir" --strip-components=1 --wildcards \
+	tarball=/usr/src/linux-source-6.12.tar.xz
+	rm -rf "$dir.tmp"
+	mkdir -p "$dir.tmp"
+	tar -xJf "$tarball" -C "$dir.tmp" --strip-components=1 --wildcards \
 		'*/scripts/checkpatch.pl' '*/scripts/spelling.txt' \
 		'*/scripts/const_structs.checkpatch' '*/scripts/kernel-doc'
+	rm -rf "$dir"
+	mv "$dir.tmp" "$dir"
 fi
 cd "$top"
 files=$(git ls-files 'drivers/net/pcinet/*.[ch]' 'tools/pcinet-peer/*.[ch]' \

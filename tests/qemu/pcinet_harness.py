@@ -949,6 +949,7 @@ CONFIG = {
     'fabric_ntb': False,	# True: every link an emulated NTB (fabric -N);
 				# a list: per link
     'extra_modules': [],	# .ko files put in the guests' /lib/modules/extra
+    # (or a function returning them, called when a case is to run)
     'storage': False,		# the initramfs with the storage tools and
 				# modules (mkinitramfs.sh --storage: fio,
 				# mke2fs, ext4, ...), shared by all
@@ -1568,6 +1569,8 @@ def main(argv=None):
         raise KeyboardInterrupt
     old_term = signal.signal(signal.SIGTERM, on_term)
     try:
+        if callable(CONFIG['extra_modules']):	# built only when cases run
+            CONFIG['extra_modules'] = CONFIG['extra_modules']()
         if any(Path(m).name == 'pcinet.ko' for m in CONFIG['extra_modules']):
             check_fresh_build()
         initrd = build_initramfs(workdir / 'initramfs.cpio.gz',

@@ -70,7 +70,7 @@ def ntb_modules():
 
 
 if h.KERNEL == 'debian':
-    h.configure(extra_modules=ntb_modules(), fabric_ntb=True,
+    h.configure(extra_modules=ntb_modules, fabric_ntb=True,
                 fabric_size='64M')
 
 TOOL = '/sys/kernel/debug/ntb_tool/*'
