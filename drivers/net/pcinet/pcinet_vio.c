@@ -547,7 +547,7 @@ static bool pcinet_vio_notify(struct virtqueue *vq)
 		pcinet_chan_kick(dev->vio->ch);
 	if (r < 0)	/* our own driver's ring is impossible */
 		pcinet_vio_kill(dev, PCINET_VIO_ERR_RING);
-	else if (r & PCINET_VIO_INTR)
+	else if (r & (PCINET_VIO_INTR | PCINET_VIO_MORE))
 		queue_work(pcinet_vio_wq, &dev->io_work);
 	return true;
 }
@@ -563,7 +563,7 @@ static void pcinet_vio_io_work(struct work_struct *work)
 	struct pcinet_vio_dev *dev = container_of(work, struct pcinet_vio_dev,
 						  io_work);
 	unsigned long flags, intr = 0;
-	bool kick = false, broke = false, tick;
+	bool kick = false, broke = false, more = false, tick;
 	unsigned int i;
 	u8 status;
 	int r;
@@ -584,8 +584,11 @@ static void pcinet_vio_io_work(struct work_struct *work)
 						     dev->q[i].r.why ?: "protocol error");
 				pcinet_vio_kill_locked(dev, PCINET_VIO_ERR_RING);
 				broke = true;
-			} else if (r & PCINET_VIO_INTR) {
-				__set_bit(i, &intr);
+			} else {
+				if (r & PCINET_VIO_INTR)
+					__set_bit(i, &intr);
+				if (r & PCINET_VIO_MORE)
+					more = true;
 			}
 		}
 		if (dev->dead && pcinet_vio_abort(&dev->q[i].r) != 0)
@@ -640,6 +643,8 @@ static void pcinet_vio_io_work(struct work_struct *work)
 		}
 		if (r & PCINET_VIO_INTR)
 			__set_bit(i, &intr);
+		if (r & PCINET_VIO_MORE)
+			more = true;
 	}
 	intr |= dev->pending_intr;
 	dev->pending_intr = 0;
@@ -651,6 +656,12 @@ static void pcinet_vio_io_work(struct work_struct *work)
 	/* del_vqs() waits for this work before it frees a queue */
 	for_each_set_bit(i, &intr, PCINET_VIO_MAX_VQ)
 		vring_interrupt(0, dev->q[i].vq);
+	/*
+	 * A pass copies at most PCINET_VIO_PASS_BYTES per queue each way
+	 * with interrupts off: the rest in the next pass.
+	 */
+	if (more && !broke)
+		queue_work(pcinet_vio_wq, &dev->io_work);
 	if (broke) {
 		/* once more: the queues before the broken one are aborted too */
 		queue_work(pcinet_vio_wq, &dev->io_work);

@@ -742,10 +742,12 @@ wait:
  * pools stops the batch and waits for completions.  A chain that breaks a
  * rule, or could never fit, is completed at once with an error.  Once the
  * device is dead, every head is completed with an error and the window is
- * not touched.
+ * not touched.  Once PCINET_VIO_PASS_BYTES were copied into the pools the
+ * batch stops too, with PCINET_VIO_MORE: the caller calls again (later,
+ * with interrupts on in between).
  *
- * Return: PCINET_VIO_KICK and/or PCINET_VIO_INTR (entries published since
- * the last report), or -PCINET_VIO_EPROTO if the private ring is
+ * Return: PCINET_VIO_KICK, PCINET_VIO_INTR (entries published since the
+ * last report) and/or PCINET_VIO_MORE, or -PCINET_VIO_EPROTO if the private ring is
  * impossible (an index ahead by more than the ring, a head out of range or
  * already in flight): the caller kills the device and aborts.
  */
@@ -753,7 +755,8 @@ int pcinet_vio_submit(struct pcinet_vio_vq *vq)
 {
 	struct pcinet_vio_relay *rl = vq->relay;
 	u16 avail, old_used = vq->pused_idx, old, event;
-	int ret = 0, intr = 0;
+	int ret = 0, intr = 0, more = 0;
+	u64 copied = 0;
 	bool kick;
 	u16 head;
 
@@ -764,6 +767,10 @@ int pcinet_vio_submit(struct pcinet_vio_vq *vq)
 		return -PCINET_VIO_EPROTO;
 	}
 	while (vq->last_avail != avail) {
+		if (copied >= PCINET_VIO_PASS_BYTES) {
+			more = PCINET_VIO_MORE;
+			break;
+		}
 		head = le16_to_cpu(READ_ONCE(vq->pavail->ring[vq->last_avail &
 							      (vq->num - 1)]));
 		if (head >= vq->num || vq->req[head].busy) {
@@ -775,6 +782,9 @@ int pcinet_vio_submit(struct pcinet_vio_vq *vq)
 			pcinet_vio_abort_one(vq, head);
 		else if (!pcinet_vio_relay_one(vq, head))
 			break;
+		/* (an aborted head copied nothing into the window) */
+		if (vq->req[head].busy)
+			copied += vq->req[head].out_size + vq->req[head].in_size;
 		vq->last_avail++;
 	}
 	if (vq->pused_idx != old_used)
@@ -782,7 +792,7 @@ int pcinet_vio_submit(struct pcinet_vio_vq *vq)
 	if (ret >= 0)
 		intr = pcinet_vio_owed(vq);
 	if (rl->dead || vq->davail_idx == vq->kick_base)
-		return ret < 0 ? ret : intr;
+		return ret < 0 ? ret : intr | more;
 	/* R1: pairs with the back end's read barrier after avail->idx */
 	pcinet_vio_store_release(&vq->davail->idx, cpu_to_le16(vq->davail_idx));
 	/* R2: pairs with the back end's barrier after avail_event */
@@ -799,17 +809,23 @@ int pcinet_vio_submit(struct pcinet_vio_vq *vq)
 	}
 	if (ret < 0)
 		return ret;
-	return intr | (kick ? PCINET_VIO_KICK : 0);
+	return intr | more | (kick ? PCINET_VIO_KICK : 0);
 }
 
-/* Consume device used entries up to @idx; -1 on a protocol error. */
-static int pcinet_vio_reap(struct pcinet_vio_vq *vq, u16 idx)
+/*
+ * Consume device used entries up to @idx, adding the bytes copied back to
+ * *@copied: 0 done, 1 stopped at PCINET_VIO_PASS_BYTES (entries left),
+ * -1 on a protocol error.
+ */
+static int pcinet_vio_reap(struct pcinet_vio_vq *vq, u16 idx, u64 *copied)
 {
 	struct pcinet_vio_walk w;
 	struct pcinet_vio_req *r;
 	u32 id, len;
 
 	while (vq->last_used != idx) {
+		if (*copied >= PCINET_VIO_PASS_BYTES)
+			return 1;
 		const struct pcinet_vring_used_elem *e =
 			&vq->dused->ring[vq->last_used & (vq->num - 1)];
 
@@ -833,6 +849,7 @@ static int pcinet_vio_reap(struct pcinet_vio_vq *vq, u16 idx)
 		}
 		/* the whole IN extent: a short len leaves no stale byte */
 		pcinet_vio_chain(vq, (u16)id, PCINET_VIO_BACK, r, &w);
+		*copied += r->in_size;
 		pcinet_vio_free_req(vq, r);
 		pcinet_vio_post(vq, (u16)id, len);
 		vq->inflight--;
@@ -855,10 +872,12 @@ static int pcinet_vio_reap(struct pcinet_vio_vq *vq, u16 idx)
  * at most two rounds per request in flight (nothing is submitted
  * meanwhile); one that moves used->idx back and forth could keep the loop
  * going, so it stops after 2 * num + 2 rounds and the next notification
- * or tick carries on.  The caller runs pcinet_vio_submit() afterwards
- * (space was freed).
+ * or tick carries on.  Once PCINET_VIO_PASS_BYTES were copied back it
+ * stops with PCINET_VIO_MORE (the entries after wait for the next call).
+ * The caller runs pcinet_vio_submit() afterwards (space was freed).
  *
- * Return: PCINET_VIO_INTR if requests were completed, 0 if none, or
+ * Return: PCINET_VIO_INTR if requests were completed (and PCINET_VIO_MORE
+ * if entries are left for the next call), 0 if none, or
  * -PCINET_VIO_EPROTO (the device is then dead; what was completed before
  * the error is published, and the caller's pcinet_vio_abort() reports it).
  */
@@ -867,7 +886,8 @@ int pcinet_vio_complete(struct pcinet_vio_vq *vq)
 	struct pcinet_vio_relay *rl = vq->relay;
 	unsigned int rounds = 2 * (unsigned int)vq->num + 2;
 	u16 old_used = vq->pused_idx, idx;
-	int err = 0;
+	int err = 0, more = 0;
+	u64 copied = 0;
 
 	if (rl->dead)
 		return 0;
@@ -891,7 +911,12 @@ int pcinet_vio_complete(struct pcinet_vio_vq *vq)
 				break;
 			continue;
 		}
-		err = pcinet_vio_reap(vq, idx);
+		err = pcinet_vio_reap(vq, idx, &copied);
+		if (err > 0) {
+			err = 0;
+			more = PCINET_VIO_MORE;
+			break;
+		}
 		if (err)
 			break;
 	}
@@ -901,7 +926,7 @@ int pcinet_vio_complete(struct pcinet_vio_vq *vq)
 		rl->dead = true;	/* what it published is owed */
 		return -PCINET_VIO_EPROTO;
 	}
-	return pcinet_vio_owed(vq);
+	return pcinet_vio_owed(vq) | more;
 }
 
 /**

@@ -77,6 +77,16 @@
 /* What pcinet_vio_submit(), _complete() and _abort() ask the caller to do. */
 #define PCINET_VIO_KICK		0x1	/* bump notify, ring PCINET_VEC_VIRTIO */
 #define PCINET_VIO_INTR		0x2	/* private used moved: vring_interrupt() */
+#define PCINET_VIO_MORE		0x4	/* the byte budget spent: call again */
+
+/*
+ * The bytes one call of pcinet_vio_submit() or pcinet_vio_complete()
+ * copies between the pools and the driver's buffers before it stops with
+ * PCINET_VIO_MORE (it always moves at least one request): the caller
+ * holds a spinlock with interrupts off, and the pools, up to
+ * PCINET_VIO_POOL_MAX, are the host's to fill.
+ */
+#define PCINET_VIO_PASS_BYTES	(256 * 1024)
 
 /* Errors: the peer (or, for a private ring, our own driver) is broken. */
 #define PCINET_VIO_EPROTO	71

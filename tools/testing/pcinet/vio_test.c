@@ -1128,6 +1128,50 @@ static int t_owed(void)
 	return 0;
 }
 
+/*
+ * The byte budget of a call (PCINET_VIO_PASS_BYTES, 256 KiB): 16 writes
+ * of 64 KiB are relayed four per submit() with PCINET_VIO_MORE until the
+ * last call; 16 reads of 64 KiB come back four per complete() the same
+ * way; every byte intact.
+ */
+static int t_budget(void)
+{
+	u32 wr[2] = { 64 * 1024, 1 }, rd[2] = { 16, 64 * 1024 };
+	int r, calls, i;
+	struct fx f;
+
+	if (fx_init(&f, 64, 2 << 20, 2 << 20, true, false))
+		return -1;
+	for (i = 0; i < 16; i++)
+		CHECK(drv_add(&f, wr, 1, 1, false) >= 0, "add");
+	for (calls = 1; (r = pcinet_vio_submit(&f.vq)) & PCINET_VIO_MORE; calls++)
+		CHECK(f.vq.davail_idx == 4 * calls && calls < 16,
+		      "call %d relayed %u", calls, f.vq.davail_idx);
+	CHECK(r >= 0 && calls == 4 && f.vq.davail_idx == 16, "%d calls, %u relayed",
+	      calls, f.vq.davail_idx);
+	dev_take(&f);
+	CHECK(!dev_complete(&f, 16), "%s", fail_msg);
+	CHECK(pcinet_vio_complete(&f.vq) == PCINET_VIO_INTR, "small INs in one call");
+	drv_reap(&f);
+	for (i = 0; i < 16; i++)
+		CHECK(drv_add(&f, rd, 1, 1, false) >= 0, "add");
+	while (pcinet_vio_submit(&f.vq) & PCINET_VIO_MORE)
+		;
+	dev_take(&f);
+	CHECK(!dev_complete(&f, 16), "%s", fail_msg);
+	for (calls = 1; (r = pcinet_vio_complete(&f.vq)) & PCINET_VIO_MORE; calls++)
+		CHECK(r & PCINET_VIO_INTR && f.vq.stats.completed == 16 + 4 * (u64)calls &&
+		      calls < 16, "call %d completed %llu", calls,
+		      (unsigned long long)f.vq.stats.completed);
+	CHECK(r == PCINET_VIO_INTR && calls == 4 && !f.vq.inflight,
+	      "%d calls, %u in flight", calls, f.vq.inflight);
+	drv_reap(&f);
+	CHECK(f.done == 32 && !f.bad_data && !f.errors_seen, "done %llu bad %llu",
+	      (unsigned long long)f.done, (unsigned long long)f.bad_data);
+	fx_free(&f);
+	return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* The grace of a soft signal (pcinet_grace.c)                         */
 /* ------------------------------------------------------------------ */
@@ -1234,6 +1278,7 @@ static const struct {
 	{ "vio relay: random used garbage, abort returns everything", t_fuzz },
 	{ "vio relay: EVENT_IDX kicks and used_event", t_event_idx },
 	{ "vio relay: completions before a failed complete() told by the abort", t_owed },
+	{ "vio relay: 256 KiB copied per call each way, then MORE", t_budget },
 	{ "vio relay: worst-case virtio-blk request fits the pool sizing rule", t_blk_worst },
 	{ "vio relay: abort of virtio-fs requests writes a FUSE error reply", t_abort_fs },
 	{ "grace: one bad look stays, a whole grace goes, flapping never adds up, wraps", t_grace },
