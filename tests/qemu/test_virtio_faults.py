@@ -89,6 +89,10 @@ Cases:
                       the probe after an insmod: no soft lockup, the dd
                       succeeds, rmmod returns within 5 s, /dev/vda comes
                       back during the storm and holds the pattern
+  virtio-status-read  the disk's status file (any user may read it) read
+                      in a loop for 7 s while its answer word (status_seq)
+                      is stormed at 10 kHz: every read returns within 1.5 s,
+                      no unplug, the pattern intact
   virtio-dev-gen-flip the disk's dev_gen incremented 10000 times/s for
                       60 s: the board backs off (fewer than 20 plugs,
                       fewer than 100 lines of log), /dev/vda is back
@@ -883,7 +887,7 @@ def _(t):
 # vdrv0): PCINET_CACHELINE + n * sizeof(struct pcinet_vio_devdesc), and
 # the words in it (pcinet_layout.h static_asserts each).
 DESC_AT, DESC_SIZE = 64, 640
-DESC_DEV_GEN, DESC_CONFIG_GEN = 0, 36
+DESC_DEV_GEN, DESC_STATUS_SEQ, DESC_CONFIG_GEN = 0, 28, 36
 BLK_SLOT = 0
 HOSTILE_IDS = (24,) if h.KERNEL == 'debug' else (5, 18, 24, 27)
 STORM = 60			# seconds of each storm
@@ -1015,6 +1019,32 @@ def _(t):
         h.expect(lines < 100, f'{lines} lines of log:\n'
                  + t.a.run('dmesg | tail -n 20'))
         wait_vda_settled(t, 30, ' after the storm')
+
+
+@h.case('virtio-status-read', fresh=True)
+def _(t):
+    """The disk's status file read in a loop while its answer word
+    (status_seq) is stormed: every read returns at once, the disk stays."""
+    secs = 8
+    with stormed_disk(t):
+        unplugs0 = unplugs(t)
+        storm(t, BLK_SLOT, DESC_STATUS_SEQ, 10000, secs)
+        reads, worst = 0, 0.0
+        end = time.monotonic() + secs - 1
+        while time.monotonic() < end:
+            t0 = time.monotonic()
+            st = t.a.run('cat /sys/block/vda/device/status', timeout=30)
+            worst = max(worst, time.monotonic() - t0)
+            reads += 1
+        storm_over(t)
+        h.info(f'{reads} reads of the status file during the storm (last '
+               f'{st.strip()}), the slowest {worst:.2f} s')
+        # before: each read waited for an answer, and killed the device
+        # after PCINET_VIO_ACK_MS (3 s) without one
+        h.expect(worst < 1.5, f'a read of the status file took {worst:.2f} s')
+        h.expect(unplugs(t) == unplugs0 and t.a.sh('[ -b /dev/vda ]')[0] == 0,
+                 'reading the status file unplugged the disk:\n'
+                 + t.a.run('dmesg | grep -i virtio | tail -n 5'))
 
 
 if __name__ == '__main__':
