@@ -220,6 +220,13 @@ def started(t, *extra):
     return peer
 
 
+def board_logged(t, regex, what, timeout=20):
+    """Wait until the board's kernel log has a line matching regex (grep
+    -E, no double quote in it); not in time: its last virtio lines."""
+    t.a.wait_until(f'dmesg | grep -qE "{regex}"', timeout, what=what,
+                   show='dmesg | grep -i virtio | tail -n 8')
+
+
 def guest_sha(t, off_mib, mib):
     """sha256 of /dev/vda's bytes, past the page cache."""
     out = t.a.run(f'dd if=/dev/vda bs=1M skip={off_mib} count={mib} '
@@ -623,10 +630,8 @@ def _(t):
         h.unload(t.a, 10)
         h.load(t.a)
         peer.wait_log('fault: a stale used entry', 30, mark)
-        t.a.wait_until('dmesg | grep -q "virtio slot .*used idx ahead\\|'
-                       'virtio slot .*used id"', 20,
-                       what='the stale entry refused',
-                       show='dmesg | grep -i virtio | tail -n 8')
+        board_logged(t, 'virtio slot .*used (idx ahead|id)',
+                     'the stale entry refused')
         h.expect(unplugs(t) > unplugs0, 'no unplug')
         wait_vda(t, why=' after the stale entry')
         check_pattern(t, peer, pat, 'after the stale entry')
@@ -647,10 +652,8 @@ def _(t):
         mark = peer_start(peer, '--blk-fault=bad-size-once')
         h.load(t.a)
         peer.wait_log('first offer with blk_size 3', 15, mark)
-        t.a.wait_until('dmesg | grep -qE "probe (with driver virtio_blk|'
-                       'of virtio[0-9]+) failed"', 20,
-                       what='the probe refusing blk_size 3',
-                       show='dmesg | grep -i virtio | tail -n 8')
+        board_logged(t, 'probe (with driver virtio_blk|of virtio[0-9]+) '
+                     'failed', 'the probe refusing blk_size 3')
         # before: registered with no driver, holding the slot for good
         wait_vda(t, why=' after the failed probe')
         h.expect(t.a.sh('dmesg | grep -q "its driver failed it"')[0] == 0,
@@ -942,9 +945,8 @@ def _(t):
                 h.load(t.a)
                 mem0 = mem_total(t)
             wait_vda(t, why=f' beside device {dev_id}')
-            t.a.wait_until(f'dmesg | grep -q "device {dev_id} refused"',
-                           15 * SLOW, what=f'device {dev_id} refused',
-                           show='dmesg | grep -i virtio | tail -n 8')
+            board_logged(t, f'device {dev_id} refused',
+                         f'device {dev_id} refused', 15 * SLOW)
             ids = virtio_ids(t)
             h.info(f'ID {dev_id}: refused; registered: {ids}')
             h.expect(dev_id not in ids, f'device {dev_id} registered: {ids}')

@@ -657,14 +657,13 @@ static void pcinet_vio_io_work(struct work_struct *work)
 	for_each_set_bit(i, &intr, PCINET_VIO_MAX_VQ)
 		vring_interrupt(0, dev->q[i].vq);
 	/*
-	 * A pass copies at most PCINET_VIO_PASS_BYTES per queue each way
-	 * with interrupts off: the rest in the next pass.
+	 * Once more: a pass copies at most PCINET_VIO_PASS_BYTES per queue
+	 * each way with interrupts off (@more), and after a break the queues
+	 * before the broken one are aborted too.
 	 */
-	if (more && !broke)
+	if (more || broke)
 		queue_work(pcinet_vio_wq, &dev->io_work);
 	if (broke) {
-		/* once more: the queues before the broken one are aborted too */
-		queue_work(pcinet_vio_wq, &dev->io_work);
 		wake_up(&dev->ack_wq);
 		queue_work(pcinet_vio_wq, &dev->vio->scan_work);
 	}

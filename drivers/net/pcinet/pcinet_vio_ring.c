@@ -747,9 +747,10 @@ wait:
  * with interrupts on in between).
  *
  * Return: PCINET_VIO_KICK, PCINET_VIO_INTR (entries published since the
- * last report) and/or PCINET_VIO_MORE, or -PCINET_VIO_EPROTO if the private ring is
- * impossible (an index ahead by more than the ring, a head out of range or
- * already in flight): the caller kills the device and aborts.
+ * last report) and/or PCINET_VIO_MORE, or -PCINET_VIO_EPROTO if the
+ * private ring is impossible (an index ahead by more than the ring, a head
+ * out of range or already in flight): the caller kills the device and
+ * aborts.
  */
 int pcinet_vio_submit(struct pcinet_vio_vq *vq)
 {
@@ -824,11 +825,11 @@ static int pcinet_vio_reap(struct pcinet_vio_vq *vq, u16 idx, u64 *copied)
 	u32 id, len;
 
 	while (vq->last_used != idx) {
-		if (*copied >= PCINET_VIO_PASS_BYTES)
-			return 1;
 		const struct pcinet_vring_used_elem *e =
 			&vq->dused->ring[vq->last_used & (vq->num - 1)];
 
+		if (*copied >= PCINET_VIO_PASS_BYTES)
+			return 1;
 		id = le32_to_cpu(READ_ONCE(e->id));
 		len = le32_to_cpu(READ_ONCE(e->len));
 		if (id >= vq->num) {
